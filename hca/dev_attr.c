@@ -4,7 +4,7 @@
  * query_port structs, and the device's sysfs files.  No global state.
  */
 #include "dev_attr.h"
-#include "limits.h" /* hca/limits.h: the device's capacities */
+#include "hca_limits.h" /* the device's capacities */
 
 #include <arpa/inet.h>
 #include <endian.h>

@@ -4,7 +4,7 @@
  * caller's size), the sysfs file answers, and the host probe.
  */
 #include "dev_attr.h"
-#include "limits.h" /* hca/limits.h */
+#include "hca_limits.h" 
 #include "cu_run.h"
 
 #include <arpa/inet.h>

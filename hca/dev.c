@@ -1,0 +1,527 @@
+/*
+ * The device as one process sees it: the process's slot in the host's
+ * segment, its doorbell socket, its progress thread, and the watch on its
+ * peers — a peer that dies is noticed through its pidfd and its objects
+ * are reclaimed at once, whoever notices first.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "hca_int.h"
+
+#define HCA_PERIOD_NS (200ULL * 1000000ULL) /* membership re-check */
+
+static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct hca_dev *the_dev;
+
+static int pidfd_open_(pid_t pid)
+{
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+/* Abstract socket names live in the network namespace: a host. */
+static socklen_t db_addr(struct sockaddr_un *a, uint16_t slot, uint32_t gen)
+{
+	memset(a, 0, sizeof(*a));
+	a->sun_family = AF_UNIX;
+	int n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1,
+			 "softib-%u-db-%u-%u", (unsigned)getuid(), slot, gen);
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+}
+
+int hca_dev_notify(struct hca_dev *dev, uint16_t slot, uint32_t gen,
+		   const void *msg, size_t len)
+{
+	struct sockaddr_un a;
+	socklen_t al = db_addr(&a, slot, gen);
+
+	if (sendto(dev->db_fd, msg, len, MSG_DONTWAIT, (struct sockaddr *)&a, al) < 0)
+		return errno;
+	return 0;
+}
+
+/* ---- peers ---- */
+
+static void peer_close(struct hca_dev *dev, uint16_t slot)
+{
+	struct hca_peer *p = &dev->peers[slot];
+
+	if (p->pidfd >= 0) {
+		epoll_ctl(dev->epfd, EPOLL_CTL_DEL, p->pidfd, NULL);
+		close(p->pidfd);
+	}
+	p->pidfd = -1;
+	p->gen = 0;
+	p->dead = false;
+}
+
+/*
+ * Open a pidfd on the slot's process and check, through its start time,
+ * that the pid still names that process: from then on the pidfd tells us
+ * when it dies, and a dead peer's pid is never used again.
+ * Called with dev->lock held.
+ */
+static bool peer_open(struct hca_dev *dev, uint16_t slot, uint32_t gen)
+{
+	struct hca_proc *pr = &dev->seg->procs[slot];
+	struct hca_peer *p = &dev->peers[slot];
+	struct epoll_event ev = { .events = EPOLLIN };
+	int fd;
+
+	peer_close(dev, slot);
+	p->gen = gen;
+	if (atomic_load(&pr->state) != HCA_PROC_LIVE || pr->gen != gen) {
+		p->dead = true;
+		return false;
+	}
+	fd = pidfd_open_(pr->pid);
+	if (fd < 0 || hca_proc_starttime(pr->pid) != pr->starttime) {
+		if (fd >= 0)
+			close(fd);
+		p->dead = true;
+		return false;
+	}
+	p->pidfd = fd;
+	ev.data.u64 = 0x100000000ULL | slot;
+	epoll_ctl(dev->epfd, EPOLL_CTL_ADD, fd, &ev);
+	return true;
+}
+
+bool hca_peer_alive(struct hca_dev *dev, uint16_t slot, uint32_t gen)
+{
+	struct hca_peer *p = &dev->peers[slot];
+	bool ok;
+
+	if (slot == dev->slot)
+		return gen == dev->gen;
+	if (p->gen == gen && p->pidfd >= 0)
+		return !__atomic_load_n(&p->dead, __ATOMIC_ACQUIRE);
+	pthread_mutex_lock(&dev->lock);
+	ok = (p->gen == gen && p->pidfd >= 0) ? !p->dead : peer_open(dev, slot, gen);
+	pthread_mutex_unlock(&dev->lock);
+	return ok;
+}
+
+pid_t hca_peer_pid(struct hca_dev *dev, uint16_t slot, uint32_t gen)
+{
+	if (!hca_peer_alive(dev, slot, gen))
+		return 0;
+	return dev->seg->procs[slot].pid;
+}
+
+/* ---- reclaiming a dead process's objects ---- */
+
+static void reclaim_qps(struct hca_seg *seg, uint16_t slot, uint32_t gen)
+{
+	for (uint32_t i = 0; i < HCA_MAX_QP; i++) {
+		struct hca_qp_ent *e = &seg->qps[i];
+		uint32_t qpn = atomic_load(&e->qpn);
+
+		if (!qpn || e->owner != slot || e->owner_gen != gen)
+			continue;
+		atomic_store(&e->state, IBV_QPS_ERR);
+		atomic_store_explicit(&e->qpn, 0, memory_order_release);
+		if (e->rq_off) {
+			struct hca_ring *r = hca_seg_ptr(seg, e->rq_off);
+			hca_heap_free(seg, e->rq_off, hca_ring_bytes(r->cap, r->stride - 8));
+		}
+		for (int g = 0; g < HCA_MAX_MCAST_GRP; g++) {
+			struct hca_mcg *m = &seg->mcgs[g];
+			for (int k = 0; k < m->nqp; k++)
+				if (m->qpn[k] == qpn)
+					m->qpn[k--] = m->qpn[--m->nqp];
+		}
+		seg->qp_gen[i]++;
+		seg->qp_fifo[(seg->qp_fifo_head + seg->qp_fifo_len++) % HCA_MAX_QP] = i;
+	}
+}
+
+static void reclaim_rest(struct hca_seg *seg, uint16_t slot, uint32_t gen)
+{
+	for (uint32_t i = 0; i < HCA_MAX_CQ; i++) {
+		struct hca_cq_ent *e = &seg->cqs[i];
+		if (atomic_load(&e->handle) && e->owner == slot && e->owner_gen == gen) {
+			struct hca_ring *r = hca_seg_ptr(seg, e->ring_off);
+			atomic_store_explicit(&e->handle, 0, memory_order_release);
+			hca_heap_free(seg, e->ring_off, hca_ring_bytes(r->cap, r->stride - 8));
+		}
+	}
+	for (uint32_t i = 0; i < HCA_MAX_SRQ; i++) {
+		struct hca_srq_ent *e = &seg->srqs[i];
+		if (atomic_load(&e->handle) && e->owner == slot && e->owner_gen == gen) {
+			struct hca_ring *r = hca_seg_ptr(seg, e->ring_off);
+			atomic_store_explicit(&e->handle, 0, memory_order_release);
+			hca_heap_free(seg, e->ring_off, hca_ring_bytes(r->cap, r->stride - 8));
+		}
+	}
+	for (uint32_t i = 0; i < HCA_MAX_MR; i++) {
+		struct hca_mr_ent *e = &seg->mrs[i];
+		if (atomic_load(&e->key) && e->owner == slot && e->owner_gen == gen)
+			atomic_store_explicit(&e->key, 0, memory_order_release);
+	}
+}
+
+/* Whoever notices a death first reclaims; the others find it done. */
+static void reclaim_slot(struct hca_seg *seg, uint16_t slot, uint32_t gen)
+{
+	struct hca_proc *p = &seg->procs[slot];
+
+	hca_seg_lock(seg);
+	if (p->gen == gen && atomic_load(&p->state) == HCA_PROC_LIVE) {
+		atomic_store(&p->state, HCA_PROC_DEAD);
+		reclaim_qps(seg, slot, gen);
+		reclaim_rest(seg, slot, gen);
+		hca_heap_free(seg, p->bounce_off, hca_bounce_bytes());
+		p->bounce_off = 0;
+		p->freed_ns = hca_now_ns();
+		p->pid = 0;
+		atomic_store(&p->state, HCA_PROC_FREE);
+		atomic_fetch_add(&seg->members, 1);
+	}
+	hca_seg_unlock(seg);
+}
+
+/* Check every live slot: open a pidfd on new members, reclaim the dead. */
+static void scan_members(struct hca_dev *dev)
+{
+	struct hca_seg *seg = dev->seg;
+	uint32_t m = atomic_load(&seg->members);
+
+	if (m == dev->members_seen)
+		return;
+	dev->members_seen = m;
+	for (uint16_t s = 0; s < HCA_MAX_PROCS; s++) {
+		struct hca_proc *pr = &seg->procs[s];
+		uint32_t gen = pr->gen;
+
+		if (s == dev->slot || atomic_load(&pr->state) != HCA_PROC_LIVE)
+			continue;
+		if (!hca_peer_alive(dev, s, gen))
+			reclaim_slot(seg, s, gen);
+	}
+}
+
+static void peer_died(struct hca_dev *dev, uint16_t slot)
+{
+	uint32_t gen;
+
+	pthread_mutex_lock(&dev->lock);
+	gen = dev->peers[slot].gen;
+	__atomic_store_n(&dev->peers[slot].dead, true, __ATOMIC_RELEASE);
+	if (dev->peers[slot].pidfd >= 0) {
+		epoll_ctl(dev->epfd, EPOLL_CTL_DEL, dev->peers[slot].pidfd, NULL);
+		close(dev->peers[slot].pidfd);
+		dev->peers[slot].pidfd = -2; /* known dead, no fd */
+	}
+	pthread_mutex_unlock(&dev->lock);
+	reclaim_slot(dev->seg, slot, gen);
+}
+
+/* ---- waiting QPs (RNR and retransmission timers) ---- */
+
+void hca_dev_wait_add(struct hca_dev *dev, struct hca_qp *qp)
+{
+	struct itimerspec its = { 0 };
+	uint64_t now = hca_now_ns(), when = qp->wait_until_ns;
+
+	pthread_mutex_lock(&dev->lock);
+	if (!qp->waiting) {
+		qp->waiting = true;
+		qp->next_wait = dev->waiting;
+		dev->waiting = qp;
+	}
+	if (when < atomic_load(&dev->next_wake_ns) || !atomic_load(&dev->next_wake_ns)) {
+		atomic_store(&dev->next_wake_ns, when);
+		uint64_t d = when > now ? when - now : 1000;
+		its.it_value.tv_sec = (time_t)(d / 1000000000ULL);
+		its.it_value.tv_nsec = (long)(d % 1000000000ULL);
+		its.it_interval.tv_nsec = (long)HCA_PERIOD_NS;
+		timerfd_settime(dev->timer_fd, 0, &its, NULL);
+	}
+	pthread_mutex_unlock(&dev->lock);
+}
+
+void hca_dev_run_waiting(struct hca_dev *dev)
+{
+	uint64_t wake = atomic_load(&dev->next_wake_ns), now, next = 0;
+	struct hca_qp *run[64];
+	int n = 0;
+
+	if (!wake || wake > (now = hca_now_ns()))
+		return;
+	pthread_mutex_lock(&dev->lock);
+	for (struct hca_qp **pp = &dev->waiting; *pp;) {
+		struct hca_qp *qp = *pp;
+
+		if (qp->wait_until_ns <= now && n < 64) {
+			*pp = qp->next_wait;
+			qp->waiting = false;
+			atomic_fetch_add(&qp->pin, 1);
+			run[n++] = qp;
+		} else {
+			if (!next || qp->wait_until_ns < next)
+				next = qp->wait_until_ns;
+			pp = &qp->next_wait;
+		}
+	}
+	atomic_store(&dev->next_wake_ns, next);
+	pthread_mutex_unlock(&dev->lock);
+	for (int i = 0; i < n; i++) {
+		hca_sq_progress(run[i]);
+		atomic_fetch_sub(&run[i]->pin, 1);
+	}
+}
+
+void hca_dev_wait_remove(struct hca_dev *dev, struct hca_qp *qp)
+{
+	pthread_mutex_lock(&dev->lock);
+	for (struct hca_qp **pp = &dev->waiting; *pp; pp = &(*pp)->next_wait) {
+		if (*pp == qp) {
+			*pp = qp->next_wait;
+			break;
+		}
+	}
+	qp->waiting = false;
+	pthread_mutex_unlock(&dev->lock);
+	while (atomic_load(&qp->pin))
+		sched_yield();
+}
+
+/* ---- the progress thread ---- */
+
+static void drain_doorbell(struct hca_dev *dev)
+{
+	struct hca_db_msg m;
+
+	while (recv(dev->db_fd, &m, sizeof(m), MSG_DONTWAIT) == sizeof(m))
+		hca_db_dispatch(dev, &m);
+}
+
+static void *progress_main(void *arg)
+{
+	struct hca_dev *dev = arg;
+	struct epoll_event evs[16];
+
+	for (;;) {
+		int n = epoll_wait(dev->epfd, evs, 16, -1);
+
+		for (int i = 0; i < n; i++) {
+			uint64_t tag = evs[i].data.u64, v;
+
+			if (tag == 0) {
+				return NULL; /* stop_fd */
+			} else if (tag == 1) {
+				drain_doorbell(dev);
+			} else if (tag == 2) {
+				if (read(dev->timer_fd, &v, sizeof(v)) < 0)
+					continue;
+				scan_members(dev);
+				hca_dev_run_waiting(dev);
+			} else if (tag & 0x100000000ULL) {
+				peer_died(dev, (uint16_t)(tag & 0xffff));
+			}
+		}
+	}
+}
+
+static int progress_start(struct hca_dev *dev)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	struct itimerspec its = { .it_value.tv_nsec = (long)HCA_PERIOD_NS,
+				  .it_interval.tv_nsec = (long)HCA_PERIOD_NS };
+
+	dev->epfd = epoll_create1(EPOLL_CLOEXEC);
+	dev->stop_fd = eventfd(0, EFD_CLOEXEC);
+	dev->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (dev->epfd < 0 || dev->stop_fd < 0 || dev->timer_fd < 0)
+		return errno;
+	ev.data.u64 = 0;
+	epoll_ctl(dev->epfd, EPOLL_CTL_ADD, dev->stop_fd, &ev);
+	ev.data.u64 = 1;
+	epoll_ctl(dev->epfd, EPOLL_CTL_ADD, dev->db_fd, &ev);
+	ev.data.u64 = 2;
+	epoll_ctl(dev->epfd, EPOLL_CTL_ADD, dev->timer_fd, &ev);
+	timerfd_settime(dev->timer_fd, 0, &its, NULL);
+	if (pthread_create(&dev->progress, NULL, progress_main, dev))
+		return EAGAIN;
+	dev->progress_started = true;
+	return 0;
+}
+
+/* ---- open / close ---- */
+
+static int dev_attach(struct hca_dev *dev)
+{
+	struct sockaddr_un a;
+	socklen_t al;
+	int rc;
+
+	hca_seg_lock(dev->seg);
+	rc = hca_proc_attach(dev->seg, &dev->slot, &dev->gen);
+	hca_seg_unlock(dev->seg);
+	if (rc)
+		return rc;
+	dev->db_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (dev->db_fd < 0)
+		return errno;
+	al = db_addr(&a, dev->slot, dev->gen);
+	if (bind(dev->db_fd, (struct sockaddr *)&a, al))
+		return errno;
+	return hca_bounce_attach(dev);
+}
+
+static void dev_free(struct hca_dev *dev)
+{
+	if (dev->progress_started) {
+		uint64_t one = 1;
+		if (write(dev->stop_fd, &one, sizeof(one)) == sizeof(one))
+			pthread_join(dev->progress, NULL);
+	}
+	for (int s = 0; s < HCA_MAX_PROCS; s++)
+		if (dev->peers[s].pidfd >= 0)
+			close(dev->peers[s].pidfd);
+	if (dev->seg && dev->gen)
+		reclaim_slot(dev->seg, dev->slot, dev->gen);
+	if (dev->db_fd >= 0)
+		close(dev->db_fd);
+	if (dev->epfd >= 0)
+		close(dev->epfd);
+	if (dev->timer_fd >= 0)
+		close(dev->timer_fd);
+	if (dev->stop_fd >= 0)
+		close(dev->stop_fd);
+	if (dev->seg)
+		hca_seg_unmap(dev->seg, dev->seg_len);
+	free(dev);
+}
+
+static struct hca_dev *dev_create(void)
+{
+	struct hca_dev *dev = calloc(1, sizeof(*dev));
+	const char *nc = getenv("SOFTIB_NO_CMA");
+	int rc;
+
+	if (!dev)
+		return NULL;
+	dev->db_fd = dev->epfd = dev->timer_fd = dev->stop_fd = -1;
+	for (int s = 0; s < HCA_MAX_PROCS; s++)
+		dev->peers[s].pidfd = -1;
+	pthread_mutex_init(&dev->lock, NULL);
+	dev->pid = getpid();
+	dev->no_cma = nc && *nc && strcmp(nc, "0");
+	rc = hca_host_net_probe(&dev->net);
+	if (rc)
+		goto err;
+	dev->guid = hca_node_guid(&dev->net, getuid());
+	dev->lid = hca_host_lid(&dev->net);
+	dev->mtu = hca_mtu_for_ifmtu(dev->net.ifmtu);
+	rc = hca_seg_map(&dev->seg, &dev->seg_len);
+	if (rc)
+		goto err;
+	rc = dev_attach(dev);
+	if (rc)
+		goto err;
+	rc = progress_start(dev);
+	if (rc)
+		goto err;
+	return dev;
+err:
+	dev_free(dev);
+	errno = rc;
+	return NULL;
+}
+
+/*
+ * One device per process. A child after fork() does not inherit its
+ * parent's slot: it gets a device of its own when it opens one.
+ */
+struct hca_dev *hca_dev_get(void)
+{
+	struct hca_dev *dev;
+
+	pthread_mutex_lock(&dev_lock);
+	if (the_dev && the_dev->pid != getpid())
+		the_dev = NULL; /* the parent's, inherited by fork */
+	if (!the_dev)
+		the_dev = dev_create();
+	if (the_dev)
+		the_dev->refcnt++;
+	dev = the_dev;
+	pthread_mutex_unlock(&dev_lock);
+	return dev;
+}
+
+void hca_dev_put(struct hca_dev *dev)
+{
+	pthread_mutex_lock(&dev_lock);
+	if (--dev->refcnt == 0) {
+		if (the_dev == dev)
+			the_dev = NULL;
+		dev_free(dev);
+	}
+	pthread_mutex_unlock(&dev_lock);
+}
+
+/* ---- queries ---- */
+
+int hca_dev_query_device(struct hca_dev *dev, struct ibv_device_attr_ex *attr,
+			 size_t attr_size)
+{
+	return hca_fill_device_attr_ex(attr, attr_size, dev->guid);
+}
+
+int hca_dev_query_port(struct hca_dev *dev, uint8_t port,
+		       struct ibv_port_attr *attr, size_t attr_size)
+{
+	if (port != 1)
+		return EINVAL;
+	return hca_fill_port_attr(attr, attr_size, dev->lid, dev->mtu);
+}
+
+int hca_dev_query_gid(struct hca_dev *dev, uint8_t port, int index,
+		      union ibv_gid *gid)
+{
+	if (port != 1)
+		return EINVAL;
+	return hca_gid_entry(&dev->net, dev->guid, index, gid);
+}
+
+int hca_dev_query_pkey(struct hca_dev *dev, uint8_t port, int index,
+		       uint16_t *pkey)
+{
+	if (port != 1 || index < 0 || index >= HCA_PKEY_TBL_LEN)
+		return EINVAL;
+	*pkey = htobe16(HCA_DEFAULT_PKEY);
+	return 0;
+}
+
+__be64 hca_dev_guid(struct hca_dev *dev)
+{
+	return dev->guid;
+}
+
+ssize_t hca_dev_sysfs_read(struct hca_dev *dev, const char *relpath,
+			   char *buf, size_t size)
+{
+	return hca_sysfs_read(&dev->net, dev->guid, relpath, buf, size);
+}
+
+__be64 hca_host_guid(void)
+{
+	struct hca_host_net net;
+
+	if (hca_host_net_probe(&net))
+		memset(&net, 0, sizeof(net));
+	return hca_node_guid(&net, getuid());
+}

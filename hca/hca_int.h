@@ -1,0 +1,293 @@
+/*
+ * Private structures of the HCA, shared by the files of hca/ only.
+ *
+ * Each process has one struct hca_dev: its view of the host's shared
+ * segment (seg.h), its process slot, its doorbell socket and its progress
+ * thread. Objects (QPs, CQs, ...) have a private part here and a directory
+ * entry in the segment; the private tables dev->qp_tab etc. map a
+ * directory index back to the private object, and are how a message that
+ * names an object by index + id is checked before it is acted on.
+ */
+#ifndef HCA_INT_H
+#define HCA_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <sys/uio.h>
+
+#include "dev_attr.h"
+#include "hca.h"
+#include "opcode.h"
+#include "ring.h"
+#include "seg.h"
+
+/* A peer process as this process knows it: its pidfd, opened once. */
+struct hca_peer {
+	uint32_t gen;
+	int pidfd;              /* -1 when not opened */
+	bool dead;
+};
+
+struct hca_dev {
+	struct hca_seg *seg;
+	size_t seg_len;
+	uint16_t slot;
+	uint32_t gen;
+	pid_t pid;
+	int refcnt;
+	struct hca_host_net net;
+	__be64 guid;
+	uint16_t lid;
+	enum ibv_mtu mtu;
+	bool no_cma;
+
+	int db_fd;              /* doorbell: abstract AF_UNIX datagram socket */
+	int epfd, timer_fd, stop_fd;
+	pthread_t progress;
+	bool progress_started;
+
+	pthread_mutex_t lock;   /* private tables, peers, waiting list */
+	struct hca_peer peers[HCA_MAX_PROCS];
+	uint32_t members_seen;
+	struct hca_qp *waiting;     /* QPs with a send WQE held back */
+	_Atomic uint64_t next_wake_ns;
+
+	struct hca_qp *qp_tab[HCA_MAX_QP];
+	struct hca_cq *cq_tab[HCA_MAX_CQ];
+	struct hca_srq *srq_tab[HCA_MAX_SRQ];
+	struct hca_ctx *ctxs;
+};
+
+struct hca_ctx {
+	struct hca_dev *dev;
+	void *user;
+	int ev_rd, ev_wr;       /* async events: a local datagram socketpair */
+	struct hca_ctx *next;
+};
+
+struct hca_pd {
+	struct hca_ctx *ctx;
+	uint32_t id;
+	_Atomic int refs;       /* MRs, QPs, SRQs, AHs on it */
+};
+
+struct hca_mr {
+	struct hca_pd *pd;
+	uint32_t idx;
+	uint32_t key;
+};
+
+struct hca_chan {
+	struct hca_ctx *ctx;
+	uint32_t id;
+	int fd;
+	_Atomic int refs;       /* CQs on it */
+};
+
+/* One completion as it sits in a CQ ring. */
+struct hca_cqe {
+	uint64_t wr_id;
+	uint64_t ts;
+	uint32_t status, opcode, vendor_err, byte_len;
+	uint32_t imm, qp_num, src_qp, wc_flags;
+	uint16_t pkey_index, slid;
+	uint8_t sl, dlid_path_bits;
+};
+
+struct hca_cq {
+	struct hca_ctx *ctx;
+	uint32_t idx, handle;
+	struct hca_cq_ent *ent;
+	struct hca_ring *ring;
+	uint64_t ring_size;
+	int cqe;
+	int flags;
+	struct hca_chan *chan;
+	void *user;
+	pthread_mutex_t poll_lock;
+	_Atomic int refs;       /* QPs on it */
+};
+
+/* One receive WQE as it sits in an RQ or SRQ ring. */
+struct hca_rsge {
+	uint64_t addr;
+	uint32_t length;
+	uint32_t lkey;
+};
+struct hca_rwqe {
+	uint64_t wr_id;
+	uint32_t num_sge;
+	uint32_t pad;
+	struct hca_rsge sge[];
+};
+
+struct hca_srq {
+	struct hca_pd *pd;
+	uint32_t idx, handle;
+	struct hca_srq_ent *ent;
+	struct hca_ring *ring;
+	uint64_t ring_size;
+	uint32_t max_wr, max_sge;
+	void *user;
+	_Atomic int refs;       /* QPs on it */
+};
+
+/* A send WQE held by the requester until it completes. */
+struct hca_swqe {
+	struct ibv_send_wr wr;      /* sg_list points at sge[] or inline */
+	struct hca_ah ah;           /* UD: copied at post */
+	uint32_t total_len;
+	struct ibv_sge *sge;        /* num_sge entries, private copy */
+	uint8_t *inl;               /* inline payload copy */
+};
+
+struct hca_qp {
+	struct hca_pd *pd;
+	struct hca_dev *dev;
+	uint32_t idx, qpn;
+	struct hca_qp_ent *ent;
+	enum ibv_qp_type type;
+	struct hca_cq *scq, *rcq;
+	struct hca_srq *srq;
+	struct ibv_qp_cap cap;
+	int sq_sig_all;
+	void *user;
+
+	struct ibv_qp_attr attr;    /* what modify set: query returns it */
+	int attr_set;               /* mask of attributes ever set */
+
+	struct hca_ring *rq;
+	uint64_t rq_size;
+
+	/* send queue: private, only this process executes it */
+	pthread_mutex_t sq_lock;
+	struct hca_swqe *sq;
+	uint32_t sq_head, sq_tail;  /* head = oldest pending */
+	uint8_t *sq_inl;            /* cap.max_inline_data per slot */
+	struct ibv_sge *sq_sge;     /* cap.max_send_sge per slot */
+	uint64_t wait_until_ns;     /* head WQE held back until then */
+	int rnr_left, retry_left;
+	bool waiting;               /* on dev->waiting */
+	struct hca_qp *next_wait;
+	bool sqd_event_due;
+	_Atomic int pin;            /* progress thread is running it */
+	int mcast_count;
+};
+
+/* The work a requester hands the responder (either link). */
+enum hca_resp_status {
+	HCA_RESP_ACK = 0,
+	HCA_RESP_DROP,           /* as if the packet was lost: retry */
+	HCA_RESP_RNR,
+	HCA_RESP_NAK_INV,        /* invalid request */
+	HCA_RESP_NAK_ACCESS,     /* remote access error */
+	HCA_RESP_NAK_OP,         /* remote operational error */
+};
+
+struct hca_msg {
+	enum ibv_wr_opcode op;
+	enum ibv_qp_type type;
+	uint32_t src_qpn, dst_qpn;
+	uint16_t slid;
+	uint32_t qkey;
+	uint32_t imm;            /* network order, as in the WR */
+	bool solicited;
+	uint64_t raddr;
+	uint32_t rkey;
+	uint64_t compare_add, swap;
+	uint32_t len;
+	const struct iovec *iov; /* requester-side buffers, local memory */
+	int iovcnt;
+	uint64_t atomic_orig;    /* out */
+	const struct hca_ah *ah; /* UD: for the GRH */
+};
+
+/* dev.c */
+int hca_dev_notify(struct hca_dev *dev, uint16_t slot, uint32_t gen,
+		   const void *msg, size_t len);
+void hca_dev_wait_add(struct hca_dev *dev, struct hca_qp *qp);
+bool hca_peer_alive(struct hca_dev *dev, uint16_t slot, uint32_t gen);
+pid_t hca_peer_pid(struct hca_dev *dev, uint16_t slot, uint32_t gen);
+void hca_dev_run_waiting(struct hca_dev *dev);
+void hca_dev_wait_remove(struct hca_dev *dev, struct hca_qp *qp);
+
+/* Doorbell messages to an object's owner process. */
+/* HCA_DB_QP_FLUSH: a responder put the QP in error; flush, no event */
+enum hca_db_kind { HCA_DB_ASYNC_QP = 1, HCA_DB_ASYNC_SRQ, HCA_DB_ASYNC_CQ,
+		   HCA_DB_QP_FLUSH, HCA_DB_BOUNCE };
+struct hca_db_msg {
+	uint32_t kind;
+	uint32_t event;          /* enum ibv_event_type */
+	uint32_t idx;
+	uint32_t id;             /* qpn / handle: stale-message guard */
+};
+
+/* event.c */
+void hca_raise_qp_event(struct hca_dev *dev, struct hca_qp_ent *e,
+			enum ibv_event_type type);
+void hca_raise_srq_event(struct hca_dev *dev, uint32_t srq_idx,
+			 enum ibv_event_type type);
+void hca_raise_cq_event(struct hca_dev *dev, uint32_t cq_idx,
+			enum ibv_event_type type);
+void hca_ctx_queue_event(struct hca_ctx *ctx, enum ibv_event_type type,
+			 void *user, int port);
+void hca_db_dispatch(struct hca_dev *dev, const struct hca_db_msg *m);
+int hca_chan_signal(struct hca_dev *dev, uint16_t owner, uint32_t owner_gen,
+		    uint32_t chan, uint32_t cq_idx, uint32_t handle);
+
+/* cq.c */
+int hca_cq_push(struct hca_dev *dev, uint32_t cq_idx, const struct hca_cqe *c,
+		bool solicited);
+struct hca_cq_ent *hca_cq_ent(struct hca_dev *dev, uint32_t cq_idx);
+
+/* srq.c */
+uint32_t hca_rwqe_body(uint32_t max_sge);
+int hca_ring_post_recv(struct hca_ring *r, uint32_t max_sge,
+		       struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+
+/* mr.c */
+struct hca_mr_ent *hca_mr_lookup(struct hca_seg *seg, uint32_t key);
+
+/* mem.c: moving bytes between this process and a buffer of another */
+int hca_mem_write(struct hca_dev *dev, uint16_t slot, uint32_t gen,
+		  const struct iovec *local, int nlocal,
+		  const struct iovec *remote, int nremote);
+int hca_mem_read(struct hca_dev *dev, uint16_t slot, uint32_t gen,
+		 const struct iovec *local, int nlocal,
+		 const struct iovec *remote, int nremote);
+
+/* qp.c */
+struct hca_qp_ent *hca_qp_lookup(struct hca_seg *seg, uint32_t qpn);
+void hca_qp_to_error(struct hca_qp *qp);
+void hca_qp_flush(struct hca_qp *qp);
+void hca_qp_flush_sq(struct hca_qp *qp);
+void hca_qp_flush_rq(struct hca_qp *qp);
+
+/* req.c */
+void hca_sq_progress(struct hca_qp *qp);
+
+/* resp.c */
+enum hca_resp_status hca_resp_execute(struct hca_dev *dev, struct hca_msg *m);
+
+/* mem.c, mem_bounce.c */
+void hca_iov_copy(const struct iovec *dst, int ndst,
+		  const struct iovec *src, int nsrc);
+size_t hca_iov_len(const struct iovec *v, int n);
+void hca_bounce_serve(struct hca_dev *dev);
+int hca_bounce_attach(struct hca_dev *dev);
+uint64_t hca_bounce_bytes(void);
+int hca_bounce_move(struct hca_dev *dev, uint16_t slot, uint32_t gen, bool write,
+		    const struct iovec *local, int nlocal,
+		    const struct iovec *remote, int nremote);
+
+static inline int hca_ilog2_ceil(uint32_t v)
+{
+	int o = 0;
+
+	while ((1u << o) < v)
+		o++;
+	return o;
+}
+
+#endif

@@ -1,0 +1,108 @@
+/*
+ * Moving bytes between this process and a registered buffer of any
+ * process of the host: the device's DMA engine.
+ *
+ * In our own address space it is memcpy. Toward another process it is
+ * one cross-memory-attach system call (process_vm_writev/readv: a single
+ * copy, kernel to kernel page, without the other process running), to a
+ * pid that hca_peer_pid vouches for (pidfd-checked, never a reused pid).
+ * Where CMA is refused (ptrace policy, seccomp, SOFTIB_NO_CMA=1) the
+ * bounce path of mem_bounce.c takes over.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "hca_int.h"
+
+#define IOV_CHUNK 1024 /* IOV_MAX: longer lists go in several calls */
+
+/* Copy between two iovec lists of equal total length, in this process. */
+void hca_iov_copy(const struct iovec *dst, int ndst,
+		  const struct iovec *src, int nsrc)
+{
+	size_t di = 0, doff = 0, si = 0, soff = 0;
+
+	while ((int)di < ndst && (int)si < nsrc) {
+		size_t dl = dst[di].iov_len - doff, sl = src[si].iov_len - soff;
+		size_t n = dl < sl ? dl : sl;
+
+		memcpy((char *)dst[di].iov_base + doff, (char *)src[si].iov_base + soff, n);
+		doff += n;
+		soff += n;
+		if (doff == dst[di].iov_len) {
+			di++;
+			doff = 0;
+		}
+		if (soff == src[si].iov_len) {
+			si++;
+			soff = 0;
+		}
+	}
+}
+
+size_t hca_iov_len(const struct iovec *v, int n)
+{
+	size_t t = 0;
+
+	for (int i = 0; i < n; i++)
+		t += v[i].iov_len;
+	return t;
+}
+
+static int cma(pid_t pid, bool write, const struct iovec *local, int nlocal,
+	       const struct iovec *remote, int nremote)
+{
+	size_t want = hca_iov_len(local, nlocal);
+	ssize_t got;
+
+	if (nlocal > IOV_CHUNK || nremote > IOV_CHUNK)
+		return EINVAL; /* SGE lists are bounded far below this */
+	got = write ? process_vm_writev(pid, local, (unsigned long)nlocal, remote,
+					(unsigned long)nremote, 0)
+		    : process_vm_readv(pid, local, (unsigned long)nlocal, remote,
+				       (unsigned long)nremote, 0);
+	if (got < 0)
+		return errno;
+	return (size_t)got == want ? 0 : EFAULT;
+}
+
+static int mem_move(struct hca_dev *dev, uint16_t slot, uint32_t gen, bool write,
+		    const struct iovec *local, int nlocal,
+		    const struct iovec *remote, int nremote)
+{
+	pid_t pid;
+	int rc;
+
+	if (slot == dev->slot && gen == dev->gen) {
+		if (write)
+			hca_iov_copy(remote, nremote, local, nlocal);
+		else
+			hca_iov_copy(local, nlocal, remote, nremote);
+		return 0;
+	}
+	pid = hca_peer_pid(dev, slot, gen);
+	if (!pid)
+		return ESRCH;
+	if (!dev->no_cma) {
+		rc = cma(pid, write, local, nlocal, remote, nremote);
+		if (rc != EPERM && rc != ENOSYS)
+			return rc;
+		dev->no_cma = true; /* refused once: the policy will not change */
+	}
+	return hca_bounce_move(dev, slot, gen, write, local, nlocal, remote, nremote);
+}
+
+int hca_mem_write(struct hca_dev *dev, uint16_t slot, uint32_t gen,
+		  const struct iovec *local, int nlocal,
+		  const struct iovec *remote, int nremote)
+{
+	return mem_move(dev, slot, gen, true, local, nlocal, remote, nremote);
+}
+
+int hca_mem_read(struct hca_dev *dev, uint16_t slot, uint32_t gen,
+		 const struct iovec *local, int nlocal,
+		 const struct iovec *remote, int nremote)
+{
+	return mem_move(dev, slot, gen, false, local, nlocal, remote, nremote);
+}

@@ -1,0 +1,181 @@
+/*
+ * The bounce path: moving bytes to or from another process of the host
+ * when cross-memory attach is refused (ptrace policy, seccomp) or
+ * SOFTIB_NO_CMA=1 asks for it. Slower (two copies and a wake-up per
+ * chunk) but the same results.
+ *
+ * Each process owns a mailbox in the segment. A requester takes the
+ * target's mailbox lock, and per chunk: describes the target ranges,
+ * copies outgoing bytes into the mailbox, sets state REQ (release) and
+ * rings the target's doorbell; the target's progress thread copies
+ * between the mailbox and its own memory, stores the result and sets
+ * state DONE (release); the requester (acquire) copies incoming bytes
+ * out. While it waits, a requester serves its own mailbox, so two
+ * processes bouncing toward each other never wait on each other.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+
+#include "hca_int.h"
+
+#define BOUNCE_BYTES (256 * 1024)
+#define BOUNCE_SEGS  HCA_MAX_SGE
+
+enum { BOUNCE_IDLE = 0, BOUNCE_REQ = 1, BOUNCE_DONE = 2 };
+
+struct hca_bounce {
+	pthread_mutex_t lock;            /* one requester at a time */
+	_Atomic uint32_t state;
+	uint32_t write;                  /* 1: mailbox -> target memory */
+	int32_t result;
+	uint32_t nseg;
+	struct { uint64_t addr, len; } seg[BOUNCE_SEGS];
+	uint8_t data[BOUNCE_BYTES];
+};
+
+int hca_bounce_attach(struct hca_dev *dev)
+{
+	struct hca_seg *seg = dev->seg;
+	uint64_t off;
+
+	hca_seg_lock(seg);
+	off = hca_heap_alloc(seg, sizeof(struct hca_bounce));
+	if (off) {
+		hca_robust_mutex_init(&((struct hca_bounce *)hca_seg_ptr(seg, off))->lock);
+		seg->procs[dev->slot].bounce_off = off;
+	}
+	hca_seg_unlock(seg);
+	return off ? 0 : ENOMEM;
+}
+
+/* In the target: do what our mailbox asks, on our own memory. */
+void hca_bounce_serve(struct hca_dev *dev)
+{
+	struct hca_bounce *b = hca_seg_ptr(dev->seg, dev->seg->procs[dev->slot].bounce_off);
+	uint64_t done = 0;
+
+	if (!b || atomic_load_explicit(&b->state, memory_order_acquire) != BOUNCE_REQ)
+		return;
+	for (uint32_t i = 0; i < b->nseg && i < BOUNCE_SEGS; i++) {
+		void *p = (void *)(uintptr_t)b->seg[i].addr;
+
+		if (b->write)
+			memcpy(p, b->data + done, b->seg[i].len);
+		else
+			memcpy(b->data + done, p, b->seg[i].len);
+		done += b->seg[i].len;
+	}
+	b->result = 0;
+	atomic_store_explicit(&b->state, BOUNCE_DONE, memory_order_release);
+}
+
+static int bounce_wait(struct hca_dev *dev, struct hca_bounce *b, pid_t pid)
+{
+	for (unsigned spin = 0;; spin++) {
+		if (atomic_load_explicit(&b->state, memory_order_acquire) == BOUNCE_DONE)
+			return 0;
+		hca_bounce_serve(dev);
+		if ((spin & 1023) == 1023 && kill(pid, 0) && errno == ESRCH)
+			return ESRCH;
+		sched_yield();
+	}
+}
+
+/*
+ * One chunk: the target ranges [r, r + len) taken from the remote iovec
+ * cursor, the local bytes from the local cursor.
+ */
+struct iov_cursor {
+	const struct iovec *v;
+	int n, i;
+	size_t off;
+};
+
+static size_t cursor_take(struct iov_cursor *c, size_t max, uint64_t *addr)
+{
+	while (c->i < c->n && c->off == c->v[c->i].iov_len) {
+		c->i++;
+		c->off = 0;
+	}
+	if (c->i == c->n)
+		return 0;
+	size_t n = c->v[c->i].iov_len - c->off;
+
+	if (n > max)
+		n = max;
+	*addr = (uint64_t)(uintptr_t)c->v[c->i].iov_base + c->off;
+	c->off += n;
+	return n;
+}
+
+static void local_move(struct iov_cursor *c, uint8_t *data, size_t len, bool to_box)
+{
+	uint64_t a;
+	size_t n, done = 0;
+
+	while (done < len && (n = cursor_take(c, len - done, &a))) {
+		if (to_box)
+			memcpy(data + done, (void *)(uintptr_t)a, n);
+		else
+			memcpy((void *)(uintptr_t)a, data + done, n);
+		done += n;
+	}
+}
+
+static int bounce_chunk(struct hca_dev *dev, uint16_t slot, uint32_t gen, pid_t pid,
+			struct hca_bounce *b, bool write, struct iov_cursor *lc,
+			struct iov_cursor *rc_, size_t *left)
+{
+	struct hca_db_msg m = { .kind = HCA_DB_BOUNCE };
+	size_t len = 0, n;
+	uint64_t a;
+	int rc;
+
+	b->nseg = 0;
+	while (len < BOUNCE_BYTES && b->nseg < BOUNCE_SEGS &&
+	       (n = cursor_take(rc_, BOUNCE_BYTES - len, &a))) {
+		b->seg[b->nseg].addr = a;
+		b->seg[b->nseg++].len = n;
+		len += n;
+	}
+	if (!len)
+		return EFAULT;
+	b->write = write;
+	if (write)
+		local_move(lc, b->data, len, true);
+	atomic_store_explicit(&b->state, BOUNCE_REQ, memory_order_release);
+	hca_dev_notify(dev, slot, gen, &m, sizeof(m));
+	rc = bounce_wait(dev, b, pid);
+	if (!rc && !write)
+		local_move(lc, b->data, len, false);
+	atomic_store(&b->state, BOUNCE_IDLE);
+	*left -= len;
+	return rc ? rc : b->result;
+}
+
+int hca_bounce_move(struct hca_dev *dev, uint16_t slot, uint32_t gen, bool write,
+		    const struct iovec *local, int nlocal,
+		    const struct iovec *remote, int nremote)
+{
+	struct hca_proc *p = &dev->seg->procs[slot];
+	struct hca_bounce *b = hca_seg_ptr(dev->seg, p->bounce_off);
+	struct iov_cursor lc = { local, nlocal, 0, 0 }, rc_ = { remote, nremote, 0, 0 };
+	size_t left = hca_iov_len(remote, nremote);
+	pid_t pid = hca_peer_pid(dev, slot, gen);
+	int rc = 0;
+
+	if (!b || !pid)
+		return ESRCH;
+	hca_robust_lock(&b->lock);
+	while (left && !rc)
+		rc = bounce_chunk(dev, slot, gen, pid, b, write, &lc, &rc_, &left);
+	pthread_mutex_unlock(&b->lock);
+	return rc;
+}
+
+uint64_t hca_bounce_bytes(void)
+{
+	return sizeof(struct hca_bounce);
+}

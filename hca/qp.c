@@ -1,0 +1,534 @@
+/*
+ * Queue pairs: creation, the state machine (its attribute rules are the
+ * table of qp_modify.c), query, destruction, receive posting, and the
+ * error state's flush.
+ *
+ * A QP has a directory entry in the segment (what a responder in another
+ * process needs: type, state, PD, receive ring, Q_Key, access flags, RNR
+ * timer) and a private part (the send queue, which only this process
+ * executes, and the attributes query_qp returns).
+ *
+ * QP numbers: the low 14 bits are the directory index, the upper 10 a
+ * per-index generation; freed indexes queue FIFO behind all others, so a
+ * QP number comes back only after every other index was used and its
+ * generation wrapped — a late packet for a dead QP never reaches a new one.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hca_int.h"
+#include "qp_modify.h"
+
+struct hca_qp_ent *hca_qp_lookup(struct hca_seg *seg, uint32_t qpn)
+{
+	struct hca_qp_ent *e = &seg->qps[qpn & (HCA_MAX_QP - 1)];
+
+	if (!qpn || atomic_load_explicit(&e->qpn, memory_order_acquire) != qpn)
+		return NULL;
+	return e;
+}
+
+static uint32_t qpn_make(struct hca_seg *seg, uint32_t idx)
+{
+	uint32_t g = seg->qp_gen[idx] & ((1u << (24 - HCA_QPN_IDX_BITS)) - 1);
+
+	if (!g)
+		g = seg->qp_gen[idx] = 1;
+	return (g << HCA_QPN_IDX_BITS) | idx;
+}
+
+static int qp_caps_ok(const struct hca_qp_init *in)
+{
+	const struct ibv_qp_cap *c = &in->cap;
+
+	if (c->max_send_wr > HCA_MAX_QP_WR || c->max_send_sge > HCA_MAX_SGE ||
+	    c->max_inline_data > HCA_MAX_INLINE)
+		return 0;
+	if (!in->srq && (c->max_recv_wr > HCA_MAX_QP_WR || c->max_recv_sge > HCA_MAX_SGE))
+		return 0;
+	return 1;
+}
+
+static int qp_type_ok(const struct hca_qp_init *in)
+{
+	switch (in->type) {
+	case IBV_QPT_RC:
+	case IBV_QPT_UD:
+		return 1;
+	case IBV_QPT_UC:
+		return !in->srq; /* ibv_create_qp(3): SRQ only with RC or UD */
+	default:
+		return 0;
+	}
+}
+
+/* Grant at least what was asked (create_qp(3)) and write it back. */
+static void qp_grant_caps(struct hca_qp *qp, struct ibv_qp_cap *c)
+{
+	c->max_send_wr = 1u << hca_ilog2_ceil(c->max_send_wr ? c->max_send_wr : 1);
+	c->max_send_sge = c->max_send_sge ? c->max_send_sge : 1;
+	if (qp->srq) {
+		c->max_recv_wr = 0;
+		c->max_recv_sge = 0;
+	} else {
+		c->max_recv_wr = 1u << hca_ilog2_ceil(c->max_recv_wr ? c->max_recv_wr : 1);
+		c->max_recv_sge = c->max_recv_sge ? c->max_recv_sge : 1;
+	}
+	qp->cap = *c;
+}
+
+static int qp_alloc_sq(struct hca_qp *qp)
+{
+	uint32_t n = qp->cap.max_send_wr;
+
+	qp->sq = calloc(n, sizeof(*qp->sq));
+	qp->sq_sge = calloc((size_t)n * qp->cap.max_send_sge, sizeof(struct ibv_sge));
+	qp->sq_inl = qp->cap.max_inline_data ?
+		     malloc((size_t)n * qp->cap.max_inline_data) : NULL;
+	if (!qp->sq || !qp->sq_sge || (qp->cap.max_inline_data && !qp->sq_inl))
+		return ENOMEM;
+	for (uint32_t i = 0; i < n; i++) {
+		qp->sq[i].sge = qp->sq_sge + (size_t)i * qp->cap.max_send_sge;
+		qp->sq[i].inl = qp->sq_inl ? qp->sq_inl + (size_t)i * qp->cap.max_inline_data : NULL;
+	}
+	return 0;
+}
+
+/* Directory entry and receive ring (seg->lock held). */
+static int qp_publish(struct hca_dev *dev, struct hca_qp *qp)
+{
+	struct hca_seg *seg = dev->seg;
+	uint64_t off = 0, bytes = 0;
+	uint32_t idx;
+
+	if (!seg->qp_fifo_len)
+		return ENOMEM;
+	if (!qp->srq) {
+		bytes = hca_ring_bytes(qp->cap.max_recv_wr, hca_rwqe_body(qp->cap.max_recv_sge));
+		off = hca_heap_alloc(seg, bytes);
+		if (!off)
+			return ENOMEM;
+		hca_ring_init(hca_seg_ptr(seg, off), qp->cap.max_recv_wr,
+			      hca_rwqe_body(qp->cap.max_recv_sge));
+	}
+	idx = seg->qp_fifo[seg->qp_fifo_head];
+	seg->qp_fifo_head = (seg->qp_fifo_head + 1) % HCA_MAX_QP;
+	seg->qp_fifo_len--;
+
+	struct hca_qp_ent *e = &seg->qps[idx];
+	e->owner = dev->slot;
+	e->owner_gen = dev->gen;
+	e->type = (uint8_t)qp->type;
+	atomic_store(&e->state, IBV_QPS_RESET);
+	atomic_store(&e->comm_est, 0);
+	e->sq_sig_all = (uint8_t)qp->sq_sig_all;
+	e->pd = qp->pd->id;
+	e->rcq = qp->rcq->idx;
+	e->srq = qp->srq ? qp->srq->idx : HCA_NONE;
+	e->rq_off = off;
+	e->rq_max_sge = qp->cap.max_recv_sge;
+	atomic_store(&e->qkey, 0);
+	atomic_store(&e->access, 0);
+	atomic_store(&e->min_rnr_timer, 0);
+	atomic_store(&e->port_lid, dev->lid);
+	atomic_store(&e->rx_msgs, 0);
+	atomic_store(&e->rx_bytes, 0);
+	atomic_store(&e->rnr_naks, 0);
+	atomic_store(&e->drops, 0);
+	qp->idx = idx;
+	qp->qpn = qpn_make(seg, idx);
+	qp->ent = e;
+	qp->rq = off ? hca_seg_ptr(seg, off) : NULL;
+	qp->rq_size = bytes;
+	dev->qp_tab[idx] = qp;
+	atomic_store_explicit(&e->qpn, qp->qpn, memory_order_release);
+	return 0;
+}
+
+static void qp_free_private(struct hca_qp *qp)
+{
+	free(qp->sq);
+	free(qp->sq_sge);
+	free(qp->sq_inl);
+	pthread_mutex_destroy(&qp->sq_lock);
+	free(qp);
+}
+
+struct hca_qp *hca_qp_create(struct hca_pd *pd, struct hca_qp_init *init, void *user)
+{
+	struct hca_dev *dev = pd->ctx->dev;
+	struct hca_qp *qp;
+	int rc;
+
+	if (!qp_type_ok(init) || !qp_caps_ok(init) || !init->send_cq || !init->recv_cq) {
+		errno = EINVAL;
+		return NULL;
+	}
+	qp = calloc(1, sizeof(*qp));
+	if (!qp)
+		return NULL;
+	qp->pd = pd;
+	qp->dev = dev;
+	qp->type = init->type;
+	qp->scq = init->send_cq;
+	qp->rcq = init->recv_cq;
+	qp->srq = init->srq;
+	qp->sq_sig_all = init->sq_sig_all;
+	qp->user = user;
+	pthread_mutex_init(&qp->sq_lock, NULL);
+	qp_grant_caps(qp, &init->cap);
+	rc = qp_alloc_sq(qp);
+	if (rc)
+		goto err;
+	hca_seg_lock(dev->seg);
+	rc = qp_publish(dev, qp);
+	hca_seg_unlock(dev->seg);
+	if (rc)
+		goto err;
+	qp->attr.qp_state = IBV_QPS_RESET;
+	qp->attr.cap = qp->cap;
+	atomic_fetch_add(&pd->refs, 1);
+	atomic_fetch_add(&qp->scq->refs, 1);
+	atomic_fetch_add(&qp->rcq->refs, 1);
+	if (qp->srq)
+		atomic_fetch_add(&qp->srq->refs, 1);
+	return qp;
+err:
+	qp_free_private(qp);
+	errno = rc;
+	return NULL;
+}
+
+uint32_t hca_qp_num(struct hca_qp *qp)
+{
+	return qp->qpn;
+}
+
+enum ibv_qp_state hca_qp_state(struct hca_qp *qp)
+{
+	return atomic_load(&qp->ent->state);
+}
+
+/* ---- error state and flush ---- */
+
+static void push_flush(struct hca_qp *qp, struct hca_cq *cq, uint64_t wr_id,
+		       enum ibv_wc_opcode op)
+{
+	struct hca_cqe c = { .wr_id = wr_id, .status = IBV_WC_WR_FLUSH_ERR,
+			     .opcode = op, .qp_num = qp->qpn, .ts = hca_now_ns() };
+
+	hca_cq_push(qp->dev, cq->idx, &c, false);
+}
+
+void hca_qp_flush_rq(struct hca_qp *qp)
+{
+	uint8_t buf[sizeof(struct hca_rwqe)];
+
+	if (!qp->rq)
+		return;
+	/* only the header is needed: copy that much of each WQE */
+	while (hca_ring_pop(qp->rq, buf, sizeof(buf)) == 0)
+		push_flush(qp, qp->rcq, ((struct hca_rwqe *)buf)->wr_id, IBV_WC_RECV);
+}
+
+/* Every WQE still in the SQ completes with IBV_WC_WR_FLUSH_ERR (sq_lock held). */
+void hca_qp_flush_sq(struct hca_qp *qp)
+{
+	while (qp->sq_head != qp->sq_tail) {
+		struct hca_swqe *w = &qp->sq[qp->sq_head & (qp->cap.max_send_wr - 1)];
+
+		push_flush(qp, qp->scq, w->wr.wr_id, hca_wc_opcode_of(w->wr.opcode));
+		qp->sq_head++;
+	}
+}
+
+void hca_qp_flush(struct hca_qp *qp)
+{
+	pthread_mutex_lock(&qp->sq_lock);
+	hca_qp_flush_sq(qp);
+	pthread_mutex_unlock(&qp->sq_lock);
+	hca_qp_flush_rq(qp);
+}
+
+/* To ERR: flush both queues; a QP on an SRQ reports its last WQE. */
+void hca_qp_to_error(struct hca_qp *qp)
+{
+	uint8_t prev = atomic_exchange(&qp->ent->state, IBV_QPS_ERR);
+
+	qp->attr.qp_state = IBV_QPS_ERR;
+	hca_qp_flush(qp);
+	if (prev != IBV_QPS_ERR && qp->srq)
+		hca_ctx_queue_event(qp->pd->ctx, IBV_EVENT_QP_LAST_WQE_REACHED, qp->user, 0);
+}
+
+static void qp_reset(struct hca_qp *qp)
+{
+	uint8_t buf[sizeof(struct hca_rwqe)];
+
+	pthread_mutex_lock(&qp->sq_lock);
+	qp->sq_head = qp->sq_tail;
+	pthread_mutex_unlock(&qp->sq_lock);
+	if (qp->rq)
+		while (hca_ring_pop(qp->rq, buf, sizeof(buf)) == 0)
+			;
+	atomic_store(&qp->ent->comm_est, 0);
+	atomic_store(&qp->ent->state, IBV_QPS_RESET);
+	memset(&qp->attr, 0, sizeof(qp->attr));
+	qp->attr.cap = qp->cap;
+	qp->attr_set = 0;
+}
+
+/* ---- modify ---- */
+
+#define QP_ACCESS_ALL (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | \
+		       IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE)
+
+static int ah_attr_ok(const struct ibv_ah_attr *ah)
+{
+	if (ah->port_num != 1)
+		return 0;
+	if (ah->is_global && ah->grh.sgid_index >= HCA_GID_TBL_LEN)
+		return 0;
+	return ah->is_global || ah->dlid != 0;
+}
+
+/* The values, once the table has said which attributes may be given. */
+static int modify_values_ok(struct hca_qp *qp, const struct ibv_qp_attr *a, int mask)
+{
+	if ((mask & IBV_QP_PORT) && a->port_num != 1)
+		return 0;
+	if ((mask & IBV_QP_PKEY_INDEX) && a->pkey_index >= HCA_PKEY_TBL_LEN)
+		return 0;
+	if ((mask & IBV_QP_ACCESS_FLAGS) && (a->qp_access_flags & ~(unsigned)QP_ACCESS_ALL))
+		return 0;
+	if ((mask & IBV_QP_PATH_MTU) &&
+	    (a->path_mtu < IBV_MTU_256 || a->path_mtu > IBV_MTU_4096))
+		return 0;
+	if ((mask & IBV_QP_AV) && !ah_attr_ok(&a->ah_attr))
+		return 0;
+	if ((mask & IBV_QP_ALT_PATH) && !ah_attr_ok(&a->alt_ah_attr))
+		return 0;
+	if ((mask & IBV_QP_TIMEOUT) && a->timeout > 31)
+		return 0;
+	if ((mask & IBV_QP_RETRY_CNT) && a->retry_cnt > 7)
+		return 0;
+	if ((mask & IBV_QP_RNR_RETRY) && a->rnr_retry > 7)
+		return 0;
+	if ((mask & IBV_QP_MIN_RNR_TIMER) && a->min_rnr_timer > 31)
+		return 0;
+	if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && a->max_rd_atomic > HCA_MAX_RD_ATOM)
+		return 0;
+	if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && a->max_dest_rd_atomic > HCA_MAX_RD_ATOM)
+		return 0;
+	if ((mask & IBV_QP_CUR_STATE) && a->cur_qp_state != hca_qp_state(qp))
+		return 0;
+	return 1;
+}
+
+#define COPY_IF(bit, field) \
+	do { if (mask & (bit)) qp->attr.field = a->field; } while (0)
+
+static void modify_apply(struct hca_qp *qp, const struct ibv_qp_attr *a, int mask)
+{
+	struct hca_qp_ent *e = qp->ent;
+
+	COPY_IF(IBV_QP_PKEY_INDEX, pkey_index);
+	COPY_IF(IBV_QP_PORT, port_num);
+	COPY_IF(IBV_QP_QKEY, qkey);
+	COPY_IF(IBV_QP_AV, ah_attr);
+	COPY_IF(IBV_QP_PATH_MTU, path_mtu);
+	COPY_IF(IBV_QP_TIMEOUT, timeout);
+	COPY_IF(IBV_QP_RETRY_CNT, retry_cnt);
+	COPY_IF(IBV_QP_RNR_RETRY, rnr_retry);
+	COPY_IF(IBV_QP_RQ_PSN, rq_psn);
+	COPY_IF(IBV_QP_MAX_QP_RD_ATOMIC, max_rd_atomic);
+	COPY_IF(IBV_QP_ALT_PATH, alt_ah_attr);
+	COPY_IF(IBV_QP_ALT_PATH, alt_pkey_index);
+	COPY_IF(IBV_QP_ALT_PATH, alt_port_num);
+	COPY_IF(IBV_QP_ALT_PATH, alt_timeout);
+	COPY_IF(IBV_QP_MIN_RNR_TIMER, min_rnr_timer);
+	COPY_IF(IBV_QP_SQ_PSN, sq_psn);
+	COPY_IF(IBV_QP_MAX_DEST_RD_ATOMIC, max_dest_rd_atomic);
+	COPY_IF(IBV_QP_PATH_MIG_STATE, path_mig_state);
+	COPY_IF(IBV_QP_DEST_QPN, dest_qp_num);
+	COPY_IF(IBV_QP_ACCESS_FLAGS, qp_access_flags);
+	COPY_IF(IBV_QP_EN_SQD_ASYNC_NOTIFY, en_sqd_async_notify);
+	qp->attr.rq_psn &= 0xffffff;
+	qp->attr.sq_psn &= 0xffffff;
+	qp->attr_set |= mask;
+	qp->rnr_left = qp->attr.rnr_retry;
+	qp->retry_left = qp->attr.retry_cnt;
+
+	atomic_store(&e->qkey, qp->attr.qkey);
+	atomic_store(&e->access, qp->attr.qp_access_flags);
+	atomic_store(&e->min_rnr_timer, qp->attr.min_rnr_timer);
+	atomic_store(&e->path_mtu, qp->attr.path_mtu);
+	atomic_store(&e->max_dest_rd_atomic, qp->attr.max_dest_rd_atomic);
+	atomic_store(&e->dest_qpn, qp->attr.dest_qp_num);
+}
+
+int hca_qp_modify(struct hca_qp *qp, struct ibv_qp_attr *a, int mask)
+{
+	enum ibv_qp_state cur = hca_qp_state(qp);
+	enum ibv_qp_state next = (mask & IBV_QP_STATE) ? a->qp_state : cur;
+
+	if (hca_qp_modify_check(qp->type, cur, next, mask, NULL) ||
+	    !modify_values_ok(qp, a, mask))
+		return EINVAL;
+	if (next == IBV_QPS_RESET) {
+		qp_reset(qp);
+		return 0;
+	}
+	modify_apply(qp, a, mask);
+	if (next == IBV_QPS_ERR) {
+		hca_qp_to_error(qp);
+		return 0;
+	}
+	qp->attr.qp_state = next;
+	atomic_store(&qp->ent->state, next);
+	if (next == IBV_QPS_SQD) {
+		/* the SQ drains inside post/poll: drained when nothing is held */
+		pthread_mutex_lock(&qp->sq_lock);
+		bool drained = qp->sq_head == qp->sq_tail;
+		qp->sqd_event_due = !drained && qp->attr.en_sqd_async_notify;
+		pthread_mutex_unlock(&qp->sq_lock);
+		if (drained && qp->attr.en_sqd_async_notify)
+			hca_ctx_queue_event(qp->pd->ctx, IBV_EVENT_SQ_DRAINED, qp->user, 0);
+	} else if (next == IBV_QPS_RTS) {
+		hca_sq_progress(qp); /* SQD -> RTS resumes held WQEs */
+	}
+	return 0;
+}
+
+int hca_qp_query(struct hca_qp *qp, struct ibv_qp_attr *attr, int mask,
+		 struct ibv_qp_init_attr *init)
+{
+	(void)mask; /* every attribute is returned: cheap, and always valid */
+	*attr = qp->attr;
+	attr->qp_state = hca_qp_state(qp);
+	attr->cur_qp_state = attr->qp_state;
+	attr->cap = qp->cap;
+	attr->sq_draining = 0;
+	if (init) {
+		memset(init, 0, sizeof(*init));
+		init->qp_type = qp->type;
+		init->cap = qp->cap;
+		init->sq_sig_all = qp->sq_sig_all;
+		/* the verbs layer fills the object pointers it owns */
+	}
+	return 0;
+}
+
+/* ---- destroy ---- */
+
+int hca_qp_destroy(struct hca_qp *qp)
+{
+	struct hca_dev *dev = qp->dev;
+	struct hca_seg *seg = dev->seg;
+
+	if (qp->mcast_count)
+		return EBUSY; /* ibv_destroy_qp(3): attached to a multicast group */
+	hca_dev_wait_remove(dev, qp);
+	hca_seg_lock(seg);
+	atomic_store(&qp->ent->state, IBV_QPS_ERR);
+	atomic_store_explicit(&qp->ent->qpn, 0, memory_order_release);
+	if (qp->ent->rq_off)
+		hca_heap_free(seg, qp->ent->rq_off, qp->rq_size);
+	seg->qp_gen[qp->idx]++;
+	seg->qp_fifo[(seg->qp_fifo_head + seg->qp_fifo_len++) % HCA_MAX_QP] = qp->idx;
+	dev->qp_tab[qp->idx] = NULL;
+	hca_seg_unlock(seg);
+	atomic_fetch_sub(&qp->pd->refs, 1);
+	atomic_fetch_sub(&qp->scq->refs, 1);
+	atomic_fetch_sub(&qp->rcq->refs, 1);
+	if (qp->srq)
+		atomic_fetch_sub(&qp->srq->refs, 1);
+	qp_free_private(qp);
+	return 0;
+}
+
+/* ---- receive posting ---- */
+
+int hca_qp_post_recv(struct hca_qp *qp, struct ibv_recv_wr *wr,
+		     struct ibv_recv_wr **bad)
+{
+	enum ibv_qp_state s = hca_qp_state(qp);
+	int rc;
+
+	if (qp->srq || s == IBV_QPS_RESET) {
+		*bad = wr;
+		return EINVAL;
+	}
+	rc = hca_ring_post_recv(qp->rq, qp->cap.max_recv_sge, wr, bad);
+	/* in the error state, posted receives complete flushed at once */
+	if (s == IBV_QPS_ERR)
+		hca_qp_flush_rq(qp);
+	return rc;
+}
+
+/* ---- multicast ---- */
+
+static struct hca_mcg *mcg_find(struct hca_seg *seg, const union ibv_gid *gid,
+				uint16_t lid, bool create)
+{
+	struct hca_mcg *free_g = NULL;
+
+	for (int i = 0; i < HCA_MAX_MCAST_GRP; i++) {
+		struct hca_mcg *g = &seg->mcgs[i];
+
+		if (g->nqp && g->lid == lid && !memcmp(g->gid, gid->raw, 16))
+			return g;
+		if (!g->nqp && !free_g)
+			free_g = g;
+	}
+	if (!create || !free_g)
+		return NULL;
+	memcpy(free_g->gid, gid->raw, 16);
+	free_g->lid = lid;
+	return free_g;
+}
+
+int hca_qp_attach_mcast(struct hca_qp *qp, const union ibv_gid *gid, uint16_t lid)
+{
+	struct hca_seg *seg = qp->dev->seg;
+	struct hca_mcg *g;
+	int rc = 0;
+
+	if (qp->type != IBV_QPT_UD || gid->raw[0] != 0xff)
+		return EINVAL;
+	hca_seg_lock(seg);
+	g = mcg_find(seg, gid, lid, true);
+	if (!g || g->nqp == HCA_MAX_QP_PER_MCG) {
+		rc = ENOMEM;
+	} else {
+		for (int i = 0; i < g->nqp; i++)
+			if (g->qpn[i] == qp->qpn)
+				goto out; /* attaching twice is not an error */
+		g->qpn[g->nqp++] = qp->qpn;
+		qp->mcast_count++;
+	}
+out:
+	hca_seg_unlock(seg);
+	return rc;
+}
+
+int hca_qp_detach_mcast(struct hca_qp *qp, const union ibv_gid *gid, uint16_t lid)
+{
+	struct hca_seg *seg = qp->dev->seg;
+	struct hca_mcg *g;
+	int rc = EINVAL;
+
+	hca_seg_lock(seg);
+	g = mcg_find(seg, gid, lid, false);
+	for (int i = 0; g && i < g->nqp; i++) {
+		if (g->qpn[i] == qp->qpn) {
+			g->qpn[i] = g->qpn[--g->nqp];
+			qp->mcast_count--;
+			rc = 0;
+			break;
+		}
+	}
+	hca_seg_unlock(seg);
+	return rc;
+}

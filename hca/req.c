@@ -1,0 +1,404 @@
+/*
+ * The requester: posting send WQEs and executing them in order.
+ *
+ * The send queue is private to the owning process, which is the device
+ * for it: post_send validates and queues, then executes from the head as
+ * far as it can, inside the call (no thread hop). A WQE that cannot go
+ * on — RNR NAK, or no answer from a target that does not exist or cannot
+ * receive — stays at the head with a timer; the progress thread (and any
+ * poll of this process) retries it when the timer expires, as a real
+ * HCA's transport timers would, and turns exhausted retries into the
+ * completion statuses the spec names.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "hca_int.h"
+
+/* IB spec encoding of the RNR NAK timer, in microseconds. */
+static const uint32_t rnr_timer_us[32] = {
+	655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960,
+	1280, 1920, 2560, 3840, 5120, 7680, 10240, 15360, 20480, 30720,
+	40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520,
+};
+
+#define SQ_SLOT(qp, i) (&(qp)->sq[(i) & ((qp)->cap.max_send_wr - 1)])
+
+/* ---- posting ---- */
+
+static int wr_check(struct hca_qp *qp, const struct ibv_send_wr *wr)
+{
+	const struct hca_opcode *op = hca_opcode_get(wr->opcode);
+	uint64_t len = 0;
+
+	if (!hca_opcode_allowed(wr->opcode, qp->type))
+		return EINVAL;
+	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->cap.max_send_sge)
+		return EINVAL;
+	if ((op->flags & HCA_OPF_ATOMIC) && wr->num_sge != 1)
+		return EINVAL;
+	if (qp->type == IBV_QPT_UD && !wr->wr.ud.ah)
+		return EINVAL;
+	if (wr->send_flags & IBV_SEND_INLINE) {
+		if (op->flags & (HCA_OPF_READ | HCA_OPF_ATOMIC))
+			return EINVAL; /* nothing to send inline */
+		for (int i = 0; i < wr->num_sge; i++)
+			len += wr->sg_list[i].length;
+		if (len > qp->cap.max_inline_data)
+			return EINVAL;
+	}
+	return 0;
+}
+
+/* Queue one WR; inline data is copied now, so the buffer is free on return. */
+static void wr_queue(struct hca_qp *qp, const struct ibv_send_wr *wr)
+{
+	struct hca_swqe *w = SQ_SLOT(qp, qp->sq_tail);
+	uint64_t total = 0;
+
+	w->wr = *wr;
+	w->wr.next = NULL;
+	w->wr.sg_list = w->sge;
+	if (wr->send_flags & IBV_SEND_INLINE) {
+		for (int i = 0; i < wr->num_sge; i++) {
+			memcpy(w->inl + total, (void *)(uintptr_t)wr->sg_list[i].addr,
+			       wr->sg_list[i].length);
+			total += wr->sg_list[i].length;
+		}
+		w->wr.num_sge = 1;
+		w->sge[0].addr = (uintptr_t)w->inl;
+		w->sge[0].length = (uint32_t)total;
+		w->sge[0].lkey = 0;
+	} else {
+		for (int i = 0; i < wr->num_sge; i++) {
+			w->sge[i] = wr->sg_list[i];
+			total += wr->sg_list[i].length;
+		}
+	}
+	w->total_len = total > UINT32_MAX ? UINT32_MAX : (uint32_t)total;
+	if (qp->type == IBV_QPT_UD)
+		w->ah = *hca_ah_of(wr->wr.ud.ah);
+	qp->sq_tail++;
+}
+
+static void sq_progress_locked(struct hca_qp *qp);
+
+int hca_qp_post_send(struct hca_qp *qp, struct ibv_send_wr *wr,
+		     struct ibv_send_wr **bad)
+{
+	enum ibv_qp_state s = hca_qp_state(qp);
+	int rc = 0;
+
+	if (s == IBV_QPS_RESET || s == IBV_QPS_INIT || s == IBV_QPS_RTR) {
+		*bad = wr;
+		return EINVAL;
+	}
+	pthread_mutex_lock(&qp->sq_lock);
+	for (; wr; wr = wr->next) {
+		rc = wr_check(qp, wr);
+		if (!rc && qp->sq_tail - qp->sq_head >= qp->cap.max_send_wr)
+			rc = ENOMEM;
+		if (rc) {
+			*bad = wr;
+			break;
+		}
+		wr_queue(qp, wr);
+	}
+	sq_progress_locked(qp);
+	pthread_mutex_unlock(&qp->sq_lock);
+	return rc;
+}
+
+/* ---- executing ---- */
+
+/* Local SGEs to iovecs: each lkey ours, in our PD, covering the range. */
+static enum ibv_wc_status local_iov(struct hca_qp *qp, const struct hca_swqe *w,
+				    unsigned need_access, struct iovec *iov, int *n)
+{
+	struct hca_seg *seg = qp->dev->seg;
+
+	*n = 0;
+	if (w->wr.send_flags & IBV_SEND_INLINE) {
+		iov[0].iov_base = w->inl;
+		iov[0].iov_len = w->sge[0].length;
+		*n = 1;
+		return IBV_WC_SUCCESS;
+	}
+	for (int i = 0; i < w->wr.num_sge; i++) {
+		const struct ibv_sge *s = &w->sge[i];
+		struct hca_mr_ent *mr;
+
+		if (!s->length)
+			continue;
+		mr = hca_mr_lookup(seg, s->lkey);
+		if (!mr || mr->owner != qp->dev->slot || mr->owner_gen != qp->dev->gen ||
+		    mr->pd != qp->pd->id || (mr->access & need_access) != need_access ||
+		    s->addr < mr->iova || s->length > mr->length ||
+		    s->addr - mr->iova > mr->length - s->length)
+			return IBV_WC_LOC_PROT_ERR;
+		iov[*n].iov_base = (void *)(uintptr_t)(mr->addr + (s->addr - mr->iova));
+		iov[*n].iov_len = s->length;
+		(*n)++;
+	}
+	return IBV_WC_SUCCESS;
+}
+
+/* Does the path lead to this host? (LID, or GID for global routes.) */
+static bool route_local(struct hca_qp *qp, uint16_t dlid, bool global,
+			const union ibv_gid *dgid)
+{
+	union ibv_gid mine;
+
+	if (global) {
+		for (int i = 0; i < HCA_GID_TBL_LEN; i++)
+			if (hca_gid_entry(&qp->dev->net, qp->dev->guid, i, &mine) == 0 &&
+			    !memcmp(mine.raw, dgid->raw, 16))
+				return true;
+		return false;
+	}
+	return dlid == qp->dev->lid;
+}
+
+static bool is_mcast_lid(uint16_t lid)
+{
+	return lid >= 0xc000 && lid != 0xffff;
+}
+
+/* UD to a multicast group: one copy to every attached QP of the host. */
+static enum hca_resp_status send_mcast(struct hca_qp *qp, struct hca_msg *m,
+				       const struct hca_swqe *w)
+{
+	struct hca_seg *seg = qp->dev->seg;
+	uint32_t qpns[HCA_MAX_QP_PER_MCG];
+	int n = 0;
+
+	hca_seg_lock(seg);
+	for (int g = 0; g < HCA_MAX_MCAST_GRP; g++) {
+		struct hca_mcg *mg = &seg->mcgs[g];
+
+		if (mg->nqp && mg->lid == w->ah.dlid &&
+		    (!w->ah.is_global || !memcmp(mg->gid, w->ah.dgid.raw, 16))) {
+			memcpy(qpns, mg->qpn, mg->nqp * sizeof(uint32_t));
+			n = mg->nqp;
+			break;
+		}
+	}
+	hca_seg_unlock(seg);
+	for (int i = 0; i < n; i++) {
+		m->dst_qpn = qpns[i];
+		hca_resp_execute(qp->dev, m);
+	}
+	return HCA_RESP_ACK;
+}
+
+static uint32_t path_mtu_bytes(struct hca_qp *qp)
+{
+	return 128u << qp->dev->mtu; /* IBV_MTU_256 == 1 */
+}
+
+/* Fill the request from the WQE and the QP's path; status on local error. */
+static enum ibv_wc_status build_msg(struct hca_qp *qp, struct hca_swqe *w,
+				    struct hca_msg *m, struct iovec *iov)
+{
+	const struct hca_opcode *op = hca_opcode_get(w->wr.opcode);
+	unsigned acc = (op->flags & (HCA_OPF_READ | HCA_OPF_ATOMIC)) ?
+		       IBV_ACCESS_LOCAL_WRITE : 0;
+	enum ibv_wc_status st;
+
+	memset(m, 0, sizeof(*m));
+	st = local_iov(qp, w, acc, iov, &m->iovcnt);
+	if (st)
+		return st;
+	m->iov = iov;
+	m->op = w->wr.opcode;
+	m->type = qp->type;
+	m->src_qpn = qp->qpn;
+	m->slid = qp->dev->lid;
+	m->len = w->total_len;
+	m->imm = w->wr.imm_data;
+	m->solicited = w->wr.send_flags & IBV_SEND_SOLICITED;
+	if ((op->flags & HCA_OPF_ATOMIC) && w->total_len != 8)
+		return IBV_WC_LOC_LEN_ERR;
+	if (op->flags & HCA_OPF_ATOMIC) {
+		m->raddr = w->wr.wr.atomic.remote_addr;
+		m->rkey = w->wr.wr.atomic.rkey;
+		m->compare_add = w->wr.wr.atomic.compare_add;
+		m->swap = w->wr.wr.atomic.swap;
+	} else if (op->flags & (HCA_OPF_WRITE | HCA_OPF_READ)) {
+		m->raddr = w->wr.wr.rdma.remote_addr;
+		m->rkey = w->wr.wr.rdma.rkey;
+	}
+	if (qp->type == IBV_QPT_UD) {
+		if (w->total_len > path_mtu_bytes(qp))
+			return IBV_WC_LOC_LEN_ERR;
+		m->dst_qpn = w->wr.wr.ud.remote_qpn;
+		/* a Q_Key with the high bit set means: use the QP's own */
+		m->qkey = (w->wr.wr.ud.remote_qkey & 0x80000000u) ? qp->attr.qkey
+								  : w->wr.wr.ud.remote_qkey;
+		m->ah = &w->ah;
+	} else {
+		m->dst_qpn = qp->attr.dest_qp_num;
+	}
+	return IBV_WC_SUCCESS;
+}
+
+static enum hca_resp_status deliver(struct hca_qp *qp, struct hca_swqe *w,
+				    struct hca_msg *m)
+{
+	if (qp->type == IBV_QPT_UD) {
+		if (is_mcast_lid(w->ah.dlid))
+			return send_mcast(qp, m, w);
+		if (!route_local(qp, w->ah.dlid, w->ah.is_global, &w->ah.dgid))
+			return HCA_RESP_DROP;
+	} else if (!route_local(qp, qp->attr.ah_attr.dlid, qp->attr.ah_attr.is_global,
+				&qp->attr.ah_attr.grh.dgid)) {
+		return HCA_RESP_DROP;
+	}
+	return hca_resp_execute(qp->dev, m);
+}
+
+static void complete(struct hca_qp *qp, struct hca_swqe *w, enum ibv_wc_status st)
+{
+	const struct hca_opcode *op = hca_opcode_get(w->wr.opcode);
+	struct hca_cqe c = { .wr_id = w->wr.wr_id, .status = st, .qp_num = qp->qpn,
+			     .opcode = op ? op->wc_opcode : IBV_WC_SEND };
+
+	if (st == IBV_WC_SUCCESS && !qp->sq_sig_all &&
+	    !(w->wr.send_flags & IBV_SEND_SIGNALED))
+		return;
+	if (op && (op->flags & (HCA_OPF_READ | HCA_OPF_ATOMIC)))
+		c.byte_len = w->total_len;
+	c.ts = hca_now_ns();
+	hca_cq_push(qp->dev, qp->scq->idx, &c, false);
+}
+
+/* A requester error: the WQE completes in error, the QP errs and flushes. */
+static void fail_head(struct hca_qp *qp, struct hca_swqe *w, enum ibv_wc_status st)
+{
+	complete(qp, w, st);
+	qp->sq_head++;
+	atomic_store(&qp->ent->state, IBV_QPS_ERR);
+	qp->attr.qp_state = IBV_QPS_ERR;
+	hca_qp_flush_sq(qp);
+	hca_qp_flush_rq(qp);
+	if (qp->srq)
+		hca_ctx_queue_event(qp->pd->ctx, IBV_EVENT_QP_LAST_WQE_REACHED, qp->user, 0);
+}
+
+static uint64_t ack_timeout_ns(uint8_t timeout)
+{
+	return 4096ULL << timeout; /* 4.096 us * 2^timeout */
+}
+
+/*
+ * No answer (RC): retry after the ACK timeout, retry_cnt times, then
+ * IBV_WC_RETRY_EXC_ERR. Timeout 0 means an infinite timer: the WQE waits
+ * and is retried at the device's idle period, never failing.
+ */
+static bool hold_for_retry(struct hca_qp *qp, struct hca_swqe *w)
+{
+	uint8_t t = qp->attr.timeout;
+
+	if (t && qp->retry_left-- <= 0) {
+		fail_head(qp, w, IBV_WC_RETRY_EXC_ERR);
+		return false;
+	}
+	qp->wait_until_ns = hca_now_ns() + (t ? ack_timeout_ns(t) : 200000000ULL);
+	return true;
+}
+
+/* RNR NAK: wait the responder's min_rnr_timer; rnr_retry 7 is infinite. */
+static bool hold_for_rnr(struct hca_qp *qp, struct hca_swqe *w, struct hca_msg *m)
+{
+	struct hca_qp_ent *e = hca_qp_lookup(qp->dev->seg, m->dst_qpn);
+	uint8_t timer = e ? atomic_load(&e->min_rnr_timer) : 0;
+
+	if (qp->attr.rnr_retry != 7 && qp->rnr_left-- <= 0) {
+		fail_head(qp, w, IBV_WC_RNR_RETRY_EXC_ERR);
+		return false;
+	}
+	qp->wait_until_ns = hca_now_ns() + rnr_timer_us[timer & 31] * 1000ULL;
+	return true;
+}
+
+static const enum ibv_wc_status nak_status[] = {
+	[HCA_RESP_NAK_INV] = IBV_WC_REM_INV_REQ_ERR,
+	[HCA_RESP_NAK_ACCESS] = IBV_WC_REM_ACCESS_ERR,
+	[HCA_RESP_NAK_OP] = IBV_WC_REM_OP_ERR,
+};
+
+/* Execute the head WQE. Returns false when it must wait (or the QP erred). */
+static bool exec_head(struct hca_qp *qp)
+{
+	struct hca_swqe *w = SQ_SLOT(qp, qp->sq_head);
+	struct iovec iov[HCA_MAX_SGE];
+	enum hca_resp_status rs;
+	enum ibv_wc_status st;
+	struct hca_msg m;
+
+	st = build_msg(qp, w, &m, iov);
+	if (st) {
+		fail_head(qp, w, st);
+		return false;
+	}
+	rs = deliver(qp, w, &m);
+	if (rs == HCA_RESP_DROP && qp->type != IBV_QPT_RC)
+		rs = HCA_RESP_ACK; /* unreliable: the loss is silent */
+	switch (rs) {
+	case HCA_RESP_ACK:
+		if (m.op == IBV_WR_ATOMIC_CMP_AND_SWP || m.op == IBV_WR_ATOMIC_FETCH_AND_ADD)
+			memcpy(iov[0].iov_base, &m.atomic_orig, 8);
+		complete(qp, w, IBV_WC_SUCCESS);
+		qp->sq_head++;
+		qp->rnr_left = qp->attr.rnr_retry;
+		qp->retry_left = qp->attr.retry_cnt;
+		return true;
+	case HCA_RESP_DROP:
+		hold_for_retry(qp, w);
+		return false;
+	case HCA_RESP_RNR:
+		hold_for_rnr(qp, w, &m);
+		return false;
+	default:
+		fail_head(qp, w, nak_status[rs]);
+		return false;
+	}
+}
+
+static void sq_progress_locked(struct hca_qp *qp)
+{
+	enum ibv_qp_state s = hca_qp_state(qp);
+
+	if (s == IBV_QPS_ERR) {
+		hca_qp_flush_sq(qp);
+		return;
+	}
+	if (s != IBV_QPS_RTS || qp->sq_head == qp->sq_tail)
+		goto drained;
+	if (qp->wait_until_ns) {
+		if (hca_now_ns() < qp->wait_until_ns) {
+			hca_dev_wait_add(qp->dev, qp);
+			return;
+		}
+		qp->wait_until_ns = 0;
+	}
+	while (qp->sq_head != qp->sq_tail) {
+		if (!exec_head(qp)) {
+			if (qp->wait_until_ns)
+				hca_dev_wait_add(qp->dev, qp);
+			return;
+		}
+	}
+drained:
+	if (qp->sqd_event_due && qp->sq_head == qp->sq_tail) {
+		qp->sqd_event_due = false;
+		hca_ctx_queue_event(qp->pd->ctx, IBV_EVENT_SQ_DRAINED, qp->user, 0);
+	}
+}
+
+void hca_sq_progress(struct hca_qp *qp)
+{
+	pthread_mutex_lock(&qp->sq_lock);
+	sq_progress_locked(qp);
+	pthread_mutex_unlock(&qp->sq_lock);
+}

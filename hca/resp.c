@@ -1,0 +1,394 @@
+/*
+ * The responder: what the target QP's side of the HCA does with a request
+ * (hca_msg) — whichever link brought it and whichever process runs it.
+ * On the shared-memory link the requester's process runs it, reaching the
+ * target's memory through mem.c; on the UDP link the target's own
+ * process will run the same code.
+ *
+ * It checks the target QP (exists, can receive, right transport), the
+ * Q_Key (UD), the memory key and access rights (RDMA, atomics), takes the
+ * receive WQE (from the RQ or SRQ), moves the data, and writes the
+ * receive completion. Its answer tells the requester what the wire would
+ * have said: ACK, RNR NAK, a NAK class, or nothing at all (DROP).
+ *
+ * Error classes follow the IB spec's responder rules: on RC a bad rkey or
+ * access is a remote access error that also puts the responder QP in the
+ * error state (IBV_EVENT_QP_ACCESS_ERR); an invalid request (misaligned
+ * atomic, opcode the QP does not serve) is IBV_EVENT_QP_REQ_ERR; a receive
+ * buffer too small completes that WQE with a local length error and the
+ * requester sees an invalid request. UC drops what it cannot accept; UD
+ * drops a datagram whose Q_Key does not match.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "hca_int.h"
+
+#define GRH_LEN 40
+
+struct resp_ctx {
+	struct hca_dev *dev;
+	struct hca_msg *m;
+	struct hca_qp_ent *e;
+	uint32_t qpn;
+	const struct hca_opcode *op;
+};
+
+static bool state_receives(uint8_t s)
+{
+	return s == IBV_QPS_RTR || s == IBV_QPS_RTS || s == IBV_QPS_SQD ||
+	       s == IBV_QPS_SQE;
+}
+
+/* The key names a region of the target QP's owner and PD, with access. */
+static bool key_ok(const struct hca_mr_ent *mr, const struct hca_qp_ent *e,
+		   unsigned access)
+{
+	return mr && mr->owner == e->owner && mr->owner_gen == e->owner_gen &&
+	       mr->pd == e->pd && (mr->access & access) == access;
+}
+
+static bool range_ok(const struct hca_mr_ent *mr, uint64_t addr, uint64_t len)
+{
+	return addr >= mr->iova && len <= mr->length &&
+	       addr - mr->iova <= mr->length - len;
+}
+
+static bool rkey_check(struct resp_ctx *r, uint64_t len, uint64_t *vaddr)
+{
+	struct hca_mr_ent *mr;
+	unsigned acc = r->op->rkey_access;
+
+	if (!len) {
+		*vaddr = 0; /* a zero-length RDMA names no memory */
+		return true;
+	}
+	mr = hca_mr_lookup(r->dev->seg, r->m->rkey);
+	if (!key_ok(mr, r->e, acc) || !(atomic_load(&r->e->access) & acc) ||
+	    !range_ok(mr, r->m->raddr, len))
+		return false;
+	*vaddr = mr->addr + (r->m->raddr - mr->iova);
+	return true;
+}
+
+/* ---- receive WQEs ---- */
+
+struct rwqe_buf {
+	struct hca_rwqe h;
+	struct hca_rsge sge[HCA_MAX_SGE];
+};
+
+static struct hca_ring *recv_ring(struct resp_ctx *r, uint32_t *srq_idx)
+{
+	struct hca_seg *seg = r->dev->seg;
+
+	*srq_idx = r->e->srq;
+	if (*srq_idx == HCA_NONE)
+		return hca_seg_ptr(seg, r->e->rq_off);
+	struct hca_srq_ent *s = &seg->srqs[*srq_idx];
+	if (!atomic_load_explicit(&s->handle, memory_order_acquire))
+		return NULL;
+	return hca_seg_ptr(seg, s->ring_off);
+}
+
+/* The SRQ limit event is one-shot: it disarms as it fires. */
+static void srq_limit_check(struct hca_dev *dev, uint32_t idx, struct hca_ring *ring)
+{
+	struct hca_srq_ent *s = &dev->seg->srqs[idx];
+	uint32_t limit = atomic_load(&s->limit);
+
+	if (limit && hca_ring_count(ring) < limit && atomic_exchange(&s->limit, 0))
+		hca_raise_srq_event(dev, idx, IBV_EVENT_SRQ_LIMIT_REACHED);
+}
+
+static bool take_rwqe(struct resp_ctx *r, struct rwqe_buf *w)
+{
+	uint32_t srq_idx;
+	struct hca_ring *ring = recv_ring(r, &srq_idx);
+
+	if (!ring || ring->stride - 8 > sizeof(*w))
+		return false;
+	if (hca_ring_pop(ring, w, ring->stride - 8))
+		return false;
+	if (srq_idx != HCA_NONE)
+		srq_limit_check(r->dev, srq_idx, ring);
+	return true;
+}
+
+/* Scatter list of a receive WQE as target iovecs; a WC status on error. */
+static enum ibv_wc_status rwqe_iov(struct resp_ctx *r, const struct rwqe_buf *w,
+				   uint64_t need, struct iovec *iov, int *n)
+{
+	uint64_t room = 0;
+
+	*n = 0;
+	for (uint32_t i = 0; i < w->h.num_sge && room < need; i++) {
+		const struct hca_rsge *s = &w->h.sge[i];
+		struct hca_mr_ent *mr;
+		uint64_t take;
+
+		if (!s->length)
+			continue;
+		mr = hca_mr_lookup(r->dev->seg, s->lkey);
+		if (!key_ok(mr, r->e, IBV_ACCESS_LOCAL_WRITE) ||
+		    !range_ok(mr, s->addr, s->length))
+			return IBV_WC_LOC_PROT_ERR;
+		take = s->length < need - room ? s->length : need - room;
+		iov[*n].iov_base = (void *)(uintptr_t)(mr->addr + (s->addr - mr->iova));
+		iov[*n].iov_len = take;
+		(*n)++;
+		room += take;
+	}
+	return room < need ? IBV_WC_LOC_LEN_ERR : IBV_WC_SUCCESS;
+}
+
+static void push_recv_cqe(struct resp_ctx *r, uint64_t wr_id, enum ibv_wc_status st,
+			  uint32_t byte_len)
+{
+	struct hca_cqe c = { .wr_id = wr_id, .status = st, .qp_num = r->qpn,
+			     .src_qp = r->m->src_qpn, .slid = r->m->slid,
+			     .byte_len = byte_len, .ts = hca_now_ns() };
+
+	c.opcode = (r->op->flags & HCA_OPF_WRITE) ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV;
+	if (r->op->flags & HCA_OPF_IMM) {
+		c.imm = r->m->imm;
+		c.wc_flags |= IBV_WC_WITH_IMM;
+	}
+	if (r->m->type == IBV_QPT_UD && r->m->ah && r->m->ah->is_global)
+		c.wc_flags |= IBV_WC_GRH;
+	hca_cq_push(r->dev, r->e->rcq, &c, r->m->solicited);
+}
+
+/* The responder QP errs: its owner flushes it (and learns why, if told). */
+static void resp_qp_error(struct resp_ctx *r, enum ibv_event_type ev)
+{
+	struct hca_db_msg m = { .kind = HCA_DB_QP_FLUSH,
+				.idx = r->qpn & (HCA_MAX_QP - 1), .id = r->qpn };
+
+	atomic_store(&r->e->state, IBV_QPS_ERR);
+	if (ev)
+		hca_raise_qp_event(r->dev, r->e, ev);
+	else
+		hca_dev_notify(r->dev, r->e->owner, r->e->owner_gen, &m, sizeof(m));
+}
+
+static void build_grh(struct resp_ctx *r, uint8_t *grh)
+{
+	const struct hca_ah *ah = r->m->ah;
+	union ibv_gid sgid;
+
+	memset(grh, 0, GRH_LEN);
+	if (!ah || !ah->is_global)
+		return;
+	grh[0] = 6 << 4; /* IP version 6 */
+	grh[4] = (uint8_t)(r->m->len >> 8);
+	grh[5] = (uint8_t)r->m->len;
+	grh[6] = 0x1b;   /* next header: IBA transport */
+	grh[7] = ah->hop_limit;
+	if (hca_gid_entry(&r->dev->net, r->dev->guid, 0, &sgid) == 0)
+		memcpy(grh + 8, sgid.raw, 16);
+	memcpy(grh + 24, ah->dgid.raw, 16);
+}
+
+/* SEND, SEND_WITH_IMM, and the WQE half of RDMA_WRITE_WITH_IMM. */
+static enum hca_resp_status resp_recv(struct resp_ctx *r, bool carries_data)
+{
+	struct hca_msg *m = r->m;
+	bool ud = m->type == IBV_QPT_UD;
+	uint64_t need = carries_data ? m->len + (ud ? GRH_LEN : 0) : 0;
+	struct iovec tiov[HCA_MAX_SGE], liov[HCA_MAX_SGE + 1];
+	uint8_t grh[GRH_LEN];
+	struct rwqe_buf w;
+	enum ibv_wc_status st;
+	int nt, nl = 0, rc;
+
+	if (!take_rwqe(r, &w))
+		return m->type == IBV_QPT_RC ? HCA_RESP_RNR : HCA_RESP_DROP;
+	st = rwqe_iov(r, &w, need, tiov, &nt);
+	if (st == IBV_WC_SUCCESS && need) {
+		if (ud) {
+			build_grh(r, grh);
+			liov[nl].iov_base = grh;
+			liov[nl++].iov_len = GRH_LEN;
+		}
+		memcpy(liov + nl, m->iov, (size_t)m->iovcnt * sizeof(*liov));
+		nl += m->iovcnt;
+		rc = hca_mem_write(r->dev, r->e->owner, r->e->owner_gen, liov, nl, tiov, nt);
+		if (rc == ESRCH)
+			return HCA_RESP_DROP;
+		if (rc)
+			st = IBV_WC_LOC_PROT_ERR; /* the target range is not mapped */
+	}
+	push_recv_cqe(r, w.h.wr_id, st, (uint32_t)(carries_data ? need : m->len));
+	if (st == IBV_WC_SUCCESS)
+		return HCA_RESP_ACK;
+	if (ud)
+		return HCA_RESP_ACK;   /* a datagram's loss is the receiver's */
+	resp_qp_error(r, 0);
+	if (m->type == IBV_QPT_UC)
+		return HCA_RESP_ACK;   /* UC: the requester never knows */
+	return st == IBV_WC_LOC_LEN_ERR ? HCA_RESP_NAK_INV : HCA_RESP_NAK_OP;
+}
+
+/* A remote access violation: RC NAKs and errs; UC drops silently. */
+static enum hca_resp_status resp_access_error(struct resp_ctx *r)
+{
+	atomic_fetch_add(&r->e->drops, 1);
+	if (r->m->type == IBV_QPT_UC)
+		return HCA_RESP_ACK;
+	resp_qp_error(r, IBV_EVENT_QP_ACCESS_ERR);
+	return HCA_RESP_NAK_ACCESS;
+}
+
+static enum hca_resp_status resp_write(struct resp_ctx *r)
+{
+	struct hca_msg *m = r->m;
+	struct iovec t;
+	uint64_t va;
+	int rc;
+
+	if (!rkey_check(r, m->len, &va))
+		return resp_access_error(r);
+	/* WRITE_WITH_IMM needs its receive WQE before any byte lands */
+	if ((r->op->flags & HCA_OPF_IMM)) {
+		uint32_t srq_idx;
+		struct hca_ring *ring = recv_ring(r, &srq_idx);
+
+		if (!ring || !hca_ring_count(ring))
+			return m->type == IBV_QPT_RC ? HCA_RESP_RNR : HCA_RESP_DROP;
+	}
+	if (m->len) {
+		t.iov_base = (void *)(uintptr_t)va;
+		t.iov_len = m->len;
+		rc = hca_mem_write(r->dev, r->e->owner, r->e->owner_gen, m->iov,
+				   m->iovcnt, &t, 1);
+		if (rc == ESRCH)
+			return HCA_RESP_DROP;
+		if (rc)
+			return resp_access_error(r);
+	}
+	if (r->op->flags & HCA_OPF_IMM)
+		return resp_recv(r, false);
+	return HCA_RESP_ACK;
+}
+
+static enum hca_resp_status resp_read(struct resp_ctx *r)
+{
+	struct hca_msg *m = r->m;
+	struct iovec t;
+	uint64_t va;
+	int rc;
+
+	if (!rkey_check(r, m->len, &va))
+		return resp_access_error(r);
+	if (!m->len)
+		return HCA_RESP_ACK;
+	t.iov_base = (void *)(uintptr_t)va;
+	t.iov_len = m->len;
+	rc = hca_mem_read(r->dev, r->e->owner, r->e->owner_gen, m->iov, m->iovcnt, &t, 1);
+	if (rc == ESRCH)
+		return HCA_RESP_DROP;
+	return rc ? resp_access_error(r) : HCA_RESP_ACK;
+}
+
+/*
+ * Atomics are atomic with respect to every other softib atomic on the
+ * host (IBV_ATOMIC_HCA): one of a table of robust locks, chosen by the
+ * target address, serialises the read-modify-write.
+ */
+static enum hca_resp_status resp_atomic(struct resp_ctx *r)
+{
+	struct hca_msg *m = r->m;
+	uint64_t va, old = 0, nv;
+	struct iovec l = { &old, 8 }, t;
+	pthread_mutex_t *lk;
+	int rc;
+
+	if (m->raddr & 7) {
+		resp_qp_error(r, IBV_EVENT_QP_REQ_ERR);
+		return HCA_RESP_NAK_INV;
+	}
+	if (!rkey_check(r, 8, &va))
+		return resp_access_error(r);
+	t.iov_base = (void *)(uintptr_t)va;
+	t.iov_len = 8;
+	lk = &r->dev->seg->atomic_locks[((va >> 3) ^ r->e->owner) % HCA_ATOMIC_LOCKS];
+	hca_robust_lock(lk);
+	rc = hca_mem_read(r->dev, r->e->owner, r->e->owner_gen, &l, 1, &t, 1);
+	if (!rc) {
+		if (m->op == IBV_WR_ATOMIC_CMP_AND_SWP)
+			nv = old == m->compare_add ? m->swap : old;
+		else
+			nv = old + m->compare_add;
+		l.iov_base = &nv;
+		rc = hca_mem_write(r->dev, r->e->owner, r->e->owner_gen, &l, 1, &t, 1);
+	}
+	pthread_mutex_unlock(lk);
+	if (rc == ESRCH)
+		return HCA_RESP_DROP;
+	if (rc)
+		return resp_access_error(r);
+	m->atomic_orig = old;
+	return HCA_RESP_ACK;
+}
+
+/* The target QP exists, can receive, and serves this transport. */
+static bool target_ok(struct resp_ctx *r)
+{
+	struct hca_qp_ent *e = r->e;
+	uint8_t type = e->type;
+
+	if (!state_receives(atomic_load(&e->state)))
+		return false;
+	if (type != r->m->type)
+		return false;
+	if (!hca_peer_alive(r->dev, e->owner, e->owner_gen))
+		return false;
+	return true;
+}
+
+/* UD: a Q_Key with the high bit set means "use the QP's own" (done by
+ * the requester); the responder compares what arrives. */
+static bool qkey_ok(struct resp_ctx *r)
+{
+	return r->m->type != IBV_QPT_UD || r->m->qkey == atomic_load(&r->e->qkey);
+}
+
+static void comm_est(struct resp_ctx *r)
+{
+	if (atomic_load(&r->e->state) == IBV_QPS_RTR && r->m->type != IBV_QPT_UD &&
+	    !atomic_exchange(&r->e->comm_est, 1))
+		hca_raise_qp_event(r->dev, r->e, IBV_EVENT_COMM_EST);
+}
+
+enum hca_resp_status hca_resp_execute(struct hca_dev *dev, struct hca_msg *m)
+{
+	struct resp_ctx r = { .dev = dev, .m = m, .qpn = m->dst_qpn };
+	enum hca_resp_status st;
+
+	r.op = hca_opcode_get(m->op);
+	r.e = hca_qp_lookup(dev->seg, m->dst_qpn);
+	if (!r.op || !r.e || !target_ok(&r))
+		return HCA_RESP_DROP;
+	if (!qkey_ok(&r)) {
+		atomic_fetch_add(&r.e->drops, 1);
+		return HCA_RESP_DROP;
+	}
+	comm_est(&r);
+	if (r.op->flags & HCA_OPF_SEND)
+		st = resp_recv(&r, true);
+	else if (r.op->flags & HCA_OPF_WRITE)
+		st = resp_write(&r);
+	else if (r.op->flags & HCA_OPF_READ)
+		st = resp_read(&r);
+	else
+		st = resp_atomic(&r);
+	if (st == HCA_RESP_ACK) {
+		atomic_fetch_add_explicit(&r.e->rx_msgs, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&r.e->rx_bytes, m->len, memory_order_relaxed);
+	} else if (st == HCA_RESP_RNR) {
+		atomic_fetch_add_explicit(&r.e->rnr_naks, 1, memory_order_relaxed);
+	}
+	return st;
+}

@@ -1,0 +1,321 @@
+/*
+ * The shared segment: mapping it, its robust lock, its heap and its
+ * process slots. Layout and rules are in seg.h.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "seg.h"
+
+uint64_t hca_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+int hca_robust_mutex_init(pthread_mutex_t *m)
+{
+	pthread_mutexattr_t a;
+	int rc;
+
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	rc = pthread_mutex_init(m, &a);
+	pthread_mutexattr_destroy(&a);
+	return rc;
+}
+
+/*
+ * A holder that died leaves EOWNERDEAD: every critical section under these
+ * locks either completes a small store sequence or is idempotent, so we
+ * mark the mutex consistent and go on rather than wedge the host.
+ */
+void hca_robust_lock(pthread_mutex_t *m)
+{
+	if (pthread_mutex_lock(m) == EOWNERDEAD)
+		pthread_mutex_consistent(m);
+}
+
+void hca_seg_lock(struct hca_seg *seg)
+{
+	hca_robust_lock(&seg->lock);
+}
+
+void hca_seg_unlock(struct hca_seg *seg)
+{
+	pthread_mutex_unlock(&seg->lock);
+}
+
+static void seg_name(char *buf, size_t len)
+{
+	struct stat st;
+	unsigned long ino = 0;
+
+	if (stat("/proc/self/ns/net", &st) == 0)
+		ino = (unsigned long)st.st_ino;
+	snprintf(buf, len, "/softib-%u-%lu", (unsigned)getuid(), ino);
+}
+
+static void seg_init(struct hca_seg *seg, size_t len)
+{
+	uint64_t hdr = (sizeof(*seg) + 4095) & ~4095ULL;
+
+	seg->magic = HCA_SEG_MAGIC;
+	seg->version = HCA_SEG_VERSION;
+	seg->layout_size = sizeof(*seg);
+	hca_robust_mutex_init(&seg->lock);
+	for (int i = 0; i < HCA_ATOMIC_LOCKS; i++)
+		hca_robust_mutex_init(&seg->atomic_locks[i]);
+	seg->next_pd = 1;
+	seg->next_handle = 1;
+	seg->heap_off = hdr;
+	seg->heap_size = len - hdr;
+	seg->heap_bump = 0;
+	/* QP index 0 and 1 would give QPN 0/1 (SMI/GSI): never handed out */
+	for (uint32_t i = 2; i < HCA_MAX_QP; i++)
+		seg->qp_fifo[seg->qp_fifo_len++] = i;
+	for (uint32_t i = 0; i < HCA_MAX_QP; i++)
+		seg->qp_gen[i] = 1;
+	atomic_store_explicit(&seg->ready, 1, memory_order_release);
+}
+
+static int seg_valid(const struct hca_seg *seg)
+{
+	return seg->magic == HCA_SEG_MAGIC && seg->version == HCA_SEG_VERSION &&
+	       seg->layout_size == sizeof(*seg);
+}
+
+/* Wait for the creator to finish initialising (bounded: ~2 s). */
+static int seg_wait_ready(struct hca_seg *seg)
+{
+	for (int i = 0; i < 2000; i++) {
+		if (atomic_load_explicit(&seg->ready, memory_order_acquire))
+			return 0;
+		usleep(1000);
+	}
+	return ETIMEDOUT;
+}
+
+static int seg_try_map(const char *name, size_t len, struct hca_seg **out)
+{
+	int fd, created = 0;
+	struct hca_seg *seg;
+	struct stat st;
+
+	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+	if (fd >= 0) {
+		created = 1;
+		if (ftruncate(fd, (off_t)len)) {
+			int err = errno;
+			close(fd);
+			shm_unlink(name);
+			return err;
+		}
+	} else if (errno == EEXIST) {
+		fd = shm_open(name, O_RDWR, 0600);
+		if (fd < 0)
+			return errno;
+		/* the creator may not have sized it yet */
+		for (int i = 0; i < 2000; i++) {
+			if (fstat(fd, &st) == 0 && (size_t)st.st_size == len)
+				break;
+			usleep(1000);
+		}
+		if (fstat(fd, &st) || (size_t)st.st_size != len) {
+			close(fd);
+			return ESTALE;
+		}
+	} else {
+		return errno;
+	}
+	seg = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (seg == MAP_FAILED)
+		return errno;
+	if (created)
+		seg_init(seg, len);
+	else if (seg_wait_ready(seg) || !seg_valid(seg)) {
+		munmap(seg, len);
+		return ESTALE;
+	}
+	*out = seg;
+	return 0;
+}
+
+int hca_seg_map(struct hca_seg **out, size_t *lenp)
+{
+	char name[64];
+	size_t len = ((sizeof(struct hca_seg) + 4095) & ~4095ULL) + HCA_HEAP_SIZE;
+	int rc;
+
+	seg_name(name, sizeof(name));
+	rc = seg_try_map(name, len, out);
+	if (rc == ESTALE) {
+		/*
+		 * A segment of another layout (an older build) or one whose
+		 * creator died half-way: start a new one. Processes still
+		 * using the old one keep their mapping of it.
+		 */
+		shm_unlink(name);
+		rc = seg_try_map(name, len, out);
+	}
+	if (!rc)
+		*lenp = len;
+	return rc;
+}
+
+void hca_seg_unmap(struct hca_seg *seg, size_t len)
+{
+	munmap(seg, len);
+}
+
+/* ---- heap ---- */
+
+static unsigned heap_order(uint64_t size)
+{
+	unsigned o = HCA_HEAP_MIN_ORDER;
+
+	while ((1ULL << o) < size)
+		o++;
+	return o;
+}
+
+static void heap_release(struct hca_seg *seg, uint64_t off, unsigned order)
+{
+	*(uint64_t *)hca_seg_ptr(seg, off) = seg->heap_free[order];
+	seg->heap_free[order] = off;
+}
+
+/* Blocks whose quarantine has expired go back to their free list. */
+static void heap_drain_quarantine(struct hca_seg *seg, int force_one)
+{
+	uint64_t now = hca_now_ns();
+	uint32_t i = 0;
+
+	while (i < seg->nquar) {
+		struct hca_quarantine *q = &seg->quar[i];
+
+		if (q->free_at_ns <= now || (force_one && i == 0)) {
+			heap_release(seg, q->off, q->order);
+			seg->quar[i] = seg->quar[--seg->nquar];
+			force_one = 0;
+		} else {
+			i++;
+		}
+	}
+}
+
+uint64_t hca_heap_alloc(struct hca_seg *seg, uint64_t size)
+{
+	unsigned order = heap_order(size);
+	uint64_t off, bsize = 1ULL << order;
+
+	if (order > HCA_HEAP_MAX_ORDER)
+		return 0;
+	heap_drain_quarantine(seg, 0);
+	off = seg->heap_free[order];
+	if (off) {
+		seg->heap_free[order] = *(uint64_t *)hca_seg_ptr(seg, off);
+	} else {
+		/* bump allocation keeps blocks aligned to their size */
+		uint64_t start = (seg->heap_bump + bsize - 1) & ~(bsize - 1);
+
+		if (start + bsize > seg->heap_size)
+			return 0;
+		/* the alignment gap is not lost: give it to smaller lists */
+		for (uint64_t g = seg->heap_bump; g < start;) {
+			unsigned go = HCA_HEAP_MIN_ORDER;
+
+			while (go < order && !(g & (1ULL << go)) &&
+			       g + (2ULL << go) <= start)
+				go++;
+			heap_release(seg, seg->heap_off + g, go);
+			g += 1ULL << go;
+		}
+		off = seg->heap_off + start;
+		seg->heap_bump = start + bsize;
+	}
+	memset(hca_seg_ptr(seg, off), 0, size < bsize ? size : bsize);
+	return off;
+}
+
+void hca_heap_free(struct hca_seg *seg, uint64_t off, uint64_t size)
+{
+	if (!off)
+		return;
+	if (seg->nquar == HCA_QUARANTINE_LEN)
+		heap_drain_quarantine(seg, 1);
+	seg->quar[seg->nquar].off = off;
+	seg->quar[seg->nquar].order = (uint8_t)heap_order(size);
+	seg->quar[seg->nquar].free_at_ns = hca_now_ns() + HCA_QUARANTINE_NS;
+	seg->nquar++;
+}
+
+/* ---- process slots ---- */
+
+uint64_t hca_proc_starttime(pid_t pid)
+{
+	char path[64], buf[1024];
+	unsigned long long st = 0;
+	ssize_t n;
+	int fd;
+	char *p;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	/* the command name may hold spaces: fields restart after ')' */
+	p = strrchr(buf, ')');
+	if (!p)
+		return 0;
+	/* field 3 is the state; starttime is field 22 */
+	if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u "
+			  "%*d %*d %*d %*d %*d %*d %llu", &st) != 1)
+		return 0;
+	return st;
+}
+
+/*
+ * Take a free slot, the one freed longest ago, so that a dead process's
+ * slot (and the QP numbers derived from it) is not reused at once.
+ */
+int hca_proc_attach(struct hca_seg *seg, uint16_t *slot, uint32_t *gen)
+{
+	int best = -1;
+
+	for (int i = 0; i < HCA_MAX_PROCS; i++) {
+		struct hca_proc *p = &seg->procs[i];
+
+		if (atomic_load(&p->state) != HCA_PROC_FREE)
+			continue;
+		if (best < 0 || p->freed_ns < seg->procs[best].freed_ns)
+			best = i;
+	}
+	if (best < 0)
+		return ENOSPC;
+	struct hca_proc *p = &seg->procs[best];
+	p->gen++;
+	p->pid = getpid();
+	p->starttime = hca_proc_starttime(p->pid);
+	atomic_store_explicit(&p->state, HCA_PROC_LIVE, memory_order_release);
+	atomic_fetch_add(&seg->members, 1);
+	*slot = (uint16_t)best;
+	*gen = p->gen;
+	return 0;
+}

@@ -1,0 +1,188 @@
+/*
+ * The per-user, per-host shared segment: what must be node-wide.
+ *
+ * One POSIX shm object per (uid, network namespace) — a network namespace
+ * is a host — named /softib-<uid>-<netns inode>. Every process that opens
+ * softib0 maps it. It holds the process slots, the directory of QPs, CQs,
+ * SRQs, memory keys and multicast groups, and a heap from which the rings
+ * (receive queues, SRQs, CQs) are carved, so that any process of the host
+ * can act as the device for any queue (DESIGN decision 4).
+ *
+ * Concurrency rules (who writes what):
+ *  - seg->lock (robust, process-shared) guards every directory mutation:
+ *    allocating or freeing an entry, the heap, process slots. It is never
+ *    taken on the data path.
+ *  - A directory entry is published by a release store of its id field
+ *    (qpn, key, handle) after every other field is written; readers load
+ *    the id with acquire and compare it with the id they look for, so a
+ *    freed or reused entry is never mistaken for the one they want.
+ *  - Fields a data path reads while the owner may change them (QP state,
+ *    attributes the responder needs) are atomics or are only changed while
+ *    the QP cannot receive (modify before RTR).
+ *  - Heap blocks of dead or destroyed objects go through a quarantine
+ *    before reuse, so a peer still finishing a transfer into a ring that
+ *    was just destroyed writes into memory nobody else owns yet.
+ */
+#ifndef HCA_SEG_H
+#define HCA_SEG_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "hca_limits.h"
+
+#define HCA_SEG_MAGIC   0x534f46544942ULL /* "SOFTIB" */
+#define HCA_SEG_VERSION 3
+#define HCA_HEAP_SIZE   (1ULL << 31)      /* sparse: tmpfs pages on touch */
+#define HCA_HEAP_MIN_ORDER 12
+#define HCA_HEAP_MAX_ORDER 31
+#define HCA_QUARANTINE_LEN 4096
+#define HCA_QUARANTINE_NS  (2ULL * 1000000000ULL)
+#define HCA_ATOMIC_LOCKS   64
+#define HCA_NONE           0xffffffffu
+
+enum hca_proc_state { HCA_PROC_FREE = 0, HCA_PROC_LIVE = 1, HCA_PROC_DEAD = 2 };
+
+/* A process slot. Written under seg->lock; state read lock-free. */
+struct hca_proc {
+	_Atomic uint32_t state;
+	uint32_t gen;          /* bumped at each reuse of the slot */
+	pid_t pid;
+	uint64_t starttime;    /* /proc/<pid>/stat field 22: pid reuse guard */
+	uint64_t freed_ns;     /* when the slot was last freed (delayed reuse) */
+	uint64_t bounce_off;   /* its bounce mailbox (mem_bounce.c), 0 if none */
+};
+
+/* A QP directory entry. The responder reads it from any process. */
+struct hca_qp_ent {
+	_Atomic uint32_t qpn;          /* 0 = free; release-published */
+	uint16_t owner;                /* process slot */
+	uint32_t owner_gen;
+	uint64_t cookie;               /* owner's private struct hca_qp * */
+	uint8_t type;                  /* enum ibv_qp_type */
+	_Atomic uint8_t state;         /* enum ibv_qp_state */
+	_Atomic uint8_t comm_est;      /* COMM_EST raised once */
+	uint8_t sq_sig_all;
+	uint32_t pd;                   /* PD id */
+	uint32_t rcq;                  /* CQ index of the receive CQ */
+	uint32_t srq;                  /* SRQ index or HCA_NONE */
+	uint64_t rq_off;               /* receive ring offset, 0 if SRQ */
+	uint32_t rq_max_sge;
+	_Atomic uint32_t qkey;
+	_Atomic uint32_t access;       /* qp_access_flags */
+	_Atomic uint8_t min_rnr_timer;
+	_Atomic uint8_t path_mtu;
+	_Atomic uint8_t max_dest_rd_atomic;
+	_Atomic uint16_t port_lid;     /* our port's LID (for wc.slid) */
+	_Atomic uint32_t dest_qpn;     /* RC/UC: connected peer */
+	_Atomic uint64_t rx_msgs, rx_bytes, rnr_naks, drops;
+};
+
+/* A CQ directory entry: the producer side of a CQ lives here. */
+struct hca_cq_ent {
+	_Atomic uint32_t handle;       /* 0 = free */
+	uint16_t owner;
+	uint32_t owner_gen;
+	uint64_t cookie;               /* owner's private struct hca_cq * */
+	uint64_t ring_off;
+	_Atomic uint32_t armed;        /* 0, 1 = next, 2 = solicited only */
+	uint32_t chan;                 /* channel id in owner, 0 = none */
+	_Atomic uint32_t overrun;
+};
+
+struct hca_srq_ent {
+	_Atomic uint32_t handle;       /* 0 = free */
+	uint16_t owner;
+	uint32_t owner_gen;
+	uint64_t cookie;
+	uint64_t ring_off;
+	uint32_t pd;
+	uint32_t max_sge;
+	_Atomic uint32_t limit;        /* armed SRQ limit, 0 = disarmed */
+	_Atomic uint8_t error;
+};
+
+/* A memory key. lkey == rkey == key. */
+struct hca_mr_ent {
+	_Atomic uint32_t key;          /* 0 = free */
+	uint16_t owner;
+	uint32_t owner_gen;
+	uint32_t pd;
+	uint32_t access;
+	uint64_t addr;                 /* start in the owner's address space */
+	uint64_t length;
+	uint64_t iova;                 /* what remote addresses are relative to */
+};
+
+struct hca_mcg {
+	uint8_t gid[16];
+	uint16_t lid;
+	uint16_t nqp;
+	uint32_t qpn[HCA_MAX_QP_PER_MCG];
+};
+
+struct hca_quarantine {
+	uint64_t off;
+	uint64_t free_at_ns;
+	uint8_t order;
+};
+
+struct hca_seg {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t layout_size;          /* sizeof(struct hca_seg): layout check */
+	_Atomic uint32_t ready;
+	pthread_mutex_t lock;          /* robust, process-shared */
+	_Atomic uint32_t members;      /* bumped when a process joins/leaves */
+	uint32_t next_pd;
+	uint32_t next_handle;
+
+	/* heap: power-of-two blocks; free lists are offset-linked */
+	uint64_t heap_off, heap_size, heap_bump;
+	uint64_t heap_free[HCA_HEAP_MAX_ORDER + 1];
+	struct hca_quarantine quar[HCA_QUARANTINE_LEN];
+	uint32_t nquar;
+
+	/* QP index FIFO for delayed reuse of QP numbers */
+	uint32_t qp_fifo[HCA_MAX_QP];
+	uint32_t qp_fifo_head, qp_fifo_len;
+	uint16_t qp_gen[HCA_MAX_QP];
+	uint16_t mr_gen[HCA_MAX_MR];
+	uint32_t mr_hint;
+
+	struct hca_proc procs[HCA_MAX_PROCS];
+	struct hca_qp_ent qps[HCA_MAX_QP];
+	struct hca_cq_ent cqs[HCA_MAX_CQ];
+	struct hca_srq_ent srqs[HCA_MAX_SRQ];
+	struct hca_mr_ent mrs[HCA_MAX_MR];
+	struct hca_mcg mcgs[HCA_MAX_MCAST_GRP];
+	pthread_mutex_t atomic_locks[HCA_ATOMIC_LOCKS];
+};
+
+/* Map (creating if needed) the segment of this user and host. */
+int hca_seg_map(struct hca_seg **out, size_t *len);
+void hca_seg_unmap(struct hca_seg *seg, size_t len);
+
+/* Robust lock: a holder's death leaves the lock usable. */
+void hca_seg_lock(struct hca_seg *seg);
+void hca_seg_unlock(struct hca_seg *seg);
+void hca_robust_lock(pthread_mutex_t *m);
+int hca_robust_mutex_init(pthread_mutex_t *m);
+
+/* Heap (call with seg->lock held). Returns 0 on failure. */
+uint64_t hca_heap_alloc(struct hca_seg *seg, uint64_t size);
+void hca_heap_free(struct hca_seg *seg, uint64_t off, uint64_t size);
+
+static inline void *hca_seg_ptr(struct hca_seg *seg, uint64_t off)
+{
+	return off ? (char *)seg + off : NULL;
+}
+
+/* Process slots (seg->lock held). */
+int hca_proc_attach(struct hca_seg *seg, uint16_t *slot, uint32_t *gen);
+uint64_t hca_proc_starttime(pid_t pid);
+uint64_t hca_now_ns(void);
+
+#endif
