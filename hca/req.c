@@ -149,7 +149,11 @@ static bool route_local(struct hca_qp *qp, uint16_t dlid, bool global,
 {
 	union ibv_gid mine;
 
+	static const uint8_t zero[16];
+
 	if (global) {
+		if (!memcmp(dgid->raw, zero, 16))
+			return false;
 		for (int i = 0; i < HCA_GID_TBL_LEN; i++)
 			if (hca_gid_entry(&qp->dev->net, qp->dev->guid, i, &mine) == 0 &&
 			    !memcmp(mine.raw, dgid->raw, 16))

@@ -1,0 +1,344 @@
+/*
+ * White-box tests of the HCA data path through hca.h, in one process:
+ * two RC (or UC, UD) QPs of this process connected to each other, so the
+ * requester, the responder, the rings and the completion rules run
+ * without the verbs layer. Cross-process runs are the integration tests'.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cu_run.h"
+#include "hca.h"
+
+static struct hca_ah test_ah;
+
+/* The verbs layer defines this; here an AH is always test_ah. */
+const struct hca_ah *hca_ah_of(struct ibv_ah *ah)
+{
+	(void)ah;
+	return &test_ah;
+}
+
+struct pair {
+	struct hca_dev *dev;
+	struct hca_ctx *ctx;
+	struct hca_pd *pd;
+	struct hca_cq *cq;
+	struct hca_qp *a, *b;
+	struct hca_mr *mr;
+	uint8_t *buf;
+	uint32_t key;
+};
+
+#define BUF_LEN (1 << 20)
+
+static struct hca_qp *make_qp(struct pair *p, enum ibv_qp_type t, struct hca_srq *srq)
+{
+	struct hca_qp_init in = { .type = t, .send_cq = p->cq, .recv_cq = p->cq,
+				  .srq = srq,
+				  .cap = { .max_send_wr = 64, .max_recv_wr = 64,
+					   .max_send_sge = 4, .max_recv_sge = 4,
+					   .max_inline_data = 64 } };
+
+	return hca_qp_create(p->pd, &in, NULL);
+}
+
+static int to_rts(struct pair *p, struct hca_qp *qp, uint32_t dest, enum ibv_qp_type t,
+		  uint8_t rnr_retry)
+{
+	struct ibv_port_attr pa;
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
+						    IBV_ACCESS_REMOTE_READ |
+						    IBV_ACCESS_REMOTE_ATOMIC,
+				 .qkey = 0x1234 };
+	int init_mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+
+	hca_dev_query_port(p->dev, 1, &pa, sizeof(pa));
+	init_mask |= t == IBV_QPT_UD ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS;
+	if (hca_qp_modify(qp, &a, init_mask))
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = dest;
+	a.ah_attr.dlid = pa.lid;
+	a.ah_attr.port_num = 1;
+	a.max_dest_rd_atomic = 4;
+	a.min_rnr_timer = 1;
+	int rtr = IBV_QP_STATE;
+	if (t != IBV_QPT_UD)
+		rtr |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+	if (t == IBV_QPT_RC)
+		rtr |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+	if (hca_qp_modify(qp, &a, rtr))
+		return -1;
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 1;
+	a.retry_cnt = 2;
+	a.rnr_retry = rnr_retry;
+	a.max_rd_atomic = 4;
+	int rts = IBV_QP_STATE | IBV_QP_SQ_PSN;
+	if (t == IBV_QPT_RC)
+		rts |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+		       IBV_QP_MAX_QP_RD_ATOMIC;
+	return hca_qp_modify(qp, &a, rts) ? -1 : 0;
+}
+
+static struct pair P;
+
+static int pair_open(enum ibv_qp_type t, uint8_t rnr_retry)
+{
+	memset(&P, 0, sizeof(P));
+	P.dev = hca_dev_get();
+	if (!P.dev)
+		return -1;
+	P.ctx = hca_ctx_open(P.dev, NULL);
+	P.pd = hca_pd_alloc(P.ctx);
+	P.cq = hca_cq_create(P.ctx, 256, NULL, 0, NULL);
+	P.buf = aligned_alloc(4096, BUF_LEN);
+	memset(P.buf, 0, BUF_LEN);
+	P.mr = hca_mr_reg(P.pd, P.buf, BUF_LEN, (uintptr_t)P.buf,
+			  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+			  IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+	if (!P.ctx || !P.pd || !P.cq || !P.mr)
+		return -1;
+	P.key = hca_mr_key(P.mr);
+	P.a = make_qp(&P, t, NULL);
+	P.b = make_qp(&P, t, NULL);
+	if (!P.a || !P.b)
+		return -1;
+	if (to_rts(&P, P.a, hca_qp_num(P.b), t, rnr_retry) ||
+	    to_rts(&P, P.b, hca_qp_num(P.a), t, rnr_retry))
+		return -1;
+	return 0;
+}
+
+static void pair_close(void)
+{
+	CU_ASSERT_EQUAL(hca_qp_destroy(P.a), 0);
+	CU_ASSERT_EQUAL(hca_qp_destroy(P.b), 0);
+	CU_ASSERT_EQUAL(hca_mr_dereg(P.mr), 0);
+	CU_ASSERT_EQUAL(hca_cq_destroy(P.cq), 0);
+	CU_ASSERT_EQUAL(hca_pd_dealloc(P.pd), 0);
+	hca_ctx_close(P.ctx);
+	hca_dev_put(P.dev);
+	free(P.buf);
+}
+
+static int poll_n(struct ibv_wc *wc, int n)
+{
+	int got = 0;
+
+	for (int spin = 0; got < n && spin < 2000000; spin++) {
+		int r = hca_cq_poll(P.cq, n - got, wc + got, NULL);
+		if (r < 0)
+			return r;
+		got += r;
+	}
+	return got;
+}
+
+static int post_recv(struct hca_qp *qp, uint64_t off, uint32_t len, uint64_t id)
+{
+	struct ibv_sge s = { (uintptr_t)P.buf + off, len, P.key };
+	struct ibv_recv_wr wr = { .wr_id = id, .sg_list = &s, .num_sge = 1 }, *bad;
+
+	return hca_qp_post_recv(qp, &wr, &bad);
+}
+
+static int post(struct hca_qp *qp, enum ibv_wr_opcode op, uint64_t off, uint32_t len,
+		uint64_t raddr_off, uint32_t rkey, uint64_t id)
+{
+	struct ibv_sge s = { (uintptr_t)P.buf + off, len, P.key };
+	struct ibv_send_wr wr = { .wr_id = id, .sg_list = &s, .num_sge = 1,
+				  .opcode = op, .send_flags = IBV_SEND_SIGNALED }, *bad;
+
+	wr.wr.rdma.remote_addr = (uintptr_t)P.buf + raddr_off;
+	wr.wr.rdma.rkey = rkey;
+	wr.imm_data = htobe32(0xabcd);
+	return hca_qp_post_send(qp, &wr, &bad);
+}
+
+static void test_rc_send(void)
+{
+	struct ibv_wc wc[2];
+
+	CU_ASSERT_FATAL(pair_open(IBV_QPT_RC, 7) == 0);
+	memset(P.buf, 0x5a, 1000);
+	CU_ASSERT_EQUAL(post_recv(P.b, 4096, 2048, 2), 0);
+	CU_ASSERT_EQUAL(post(P.a, IBV_WR_SEND_WITH_IMM, 0, 1000, 0, 0, 1), 0);
+	CU_ASSERT_EQUAL(poll_n(wc, 2), 2);
+	for (int i = 0; i < 2; i++) {
+		CU_ASSERT_EQUAL(wc[i].status, IBV_WC_SUCCESS);
+		if (wc[i].wr_id == 2) {
+			CU_ASSERT_EQUAL(wc[i].opcode, IBV_WC_RECV);
+			CU_ASSERT_EQUAL(wc[i].byte_len, 1000);
+			CU_ASSERT(wc[i].wc_flags & IBV_WC_WITH_IMM);
+			CU_ASSERT_EQUAL(be32toh(wc[i].imm_data), 0xabcd);
+			CU_ASSERT_EQUAL(wc[i].src_qp, hca_qp_num(P.a));
+		} else {
+			CU_ASSERT_EQUAL(wc[i].opcode, IBV_WC_SEND);
+		}
+	}
+	CU_ASSERT_EQUAL(memcmp(P.buf, P.buf + 4096, 1000), 0);
+	pair_close();
+}
+
+static void test_rc_write_read_atomic(void)
+{
+	struct ibv_wc wc;
+	uint64_t *ctr = (uint64_t *)(P.buf + 8192);
+
+	CU_ASSERT_FATAL(pair_open(IBV_QPT_RC, 7) == 0);
+	ctr = (uint64_t *)(P.buf + 8192);
+	memset(P.buf, 0x11, 512);
+	CU_ASSERT_EQUAL(post(P.a, IBV_WR_RDMA_WRITE, 0, 512, 65536, P.key, 1), 0);
+	CU_ASSERT_EQUAL(poll_n(&wc, 1), 1);
+	CU_ASSERT_EQUAL(wc.status, IBV_WC_SUCCESS);
+	CU_ASSERT_EQUAL(wc.opcode, IBV_WC_RDMA_WRITE);
+	CU_ASSERT_EQUAL(memcmp(P.buf, P.buf + 65536, 512), 0);
+
+	memset(P.buf + 131072, 0x77, 300);
+	CU_ASSERT_EQUAL(post(P.a, IBV_WR_RDMA_READ, 200000, 300, 131072, P.key, 2), 0);
+	CU_ASSERT_EQUAL(poll_n(&wc, 1), 1);
+	CU_ASSERT_EQUAL(wc.opcode, IBV_WC_RDMA_READ);
+	CU_ASSERT_EQUAL(wc.byte_len, 300);
+	CU_ASSERT_EQUAL(memcmp(P.buf + 131072, P.buf + 200000, 300), 0);
+
+	*ctr = 40;
+	struct ibv_sge s = { (uintptr_t)P.buf + 300000, 8, P.key };
+	struct ibv_send_wr wr = { .wr_id = 3, .sg_list = &s, .num_sge = 1,
+				  .opcode = IBV_WR_ATOMIC_FETCH_AND_ADD,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+	wr.wr.atomic.remote_addr = (uintptr_t)ctr;
+	wr.wr.atomic.rkey = P.key;
+	wr.wr.atomic.compare_add = 2;
+	CU_ASSERT_EQUAL(hca_qp_post_send(P.a, &wr, &bad), 0);
+	CU_ASSERT_EQUAL(poll_n(&wc, 1), 1);
+	CU_ASSERT_EQUAL(wc.opcode, IBV_WC_FETCH_ADD);
+	CU_ASSERT_EQUAL(*(uint64_t *)(P.buf + 300000), 40);
+	CU_ASSERT_EQUAL(*ctr, 42);
+	wr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+	wr.wr.atomic.compare_add = 42;
+	wr.wr.atomic.swap = 7;
+	CU_ASSERT_EQUAL(hca_qp_post_send(P.a, &wr, &bad), 0);
+	CU_ASSERT_EQUAL(poll_n(&wc, 1), 1);
+	CU_ASSERT_EQUAL(*ctr, 7);
+	pair_close();
+}
+
+static void test_rc_rnr_exhausted(void)
+{
+	struct ibv_wc wc[2];
+
+	CU_ASSERT_FATAL(pair_open(IBV_QPT_RC, 1) == 0);
+	CU_ASSERT_EQUAL(post(P.a, IBV_WR_SEND, 0, 10, 0, 0, 1), 0);
+	CU_ASSERT_EQUAL(post(P.a, IBV_WR_SEND, 0, 10, 0, 0, 2), 0);
+	CU_ASSERT_EQUAL(poll_n(wc, 2), 2);
+	CU_ASSERT_EQUAL(wc[0].status, IBV_WC_RNR_RETRY_EXC_ERR);
+	CU_ASSERT_EQUAL(wc[0].wr_id, 1);
+	CU_ASSERT_EQUAL(wc[1].status, IBV_WC_WR_FLUSH_ERR);
+	CU_ASSERT_EQUAL(hca_qp_state(P.a), IBV_QPS_ERR);
+	pair_close();
+}
+
+static void test_rc_bad_rkey(void)
+{
+	struct ibv_wc wc[2];
+
+	CU_ASSERT_FATAL(pair_open(IBV_QPT_RC, 7) == 0);
+	CU_ASSERT_EQUAL(post(P.a, IBV_WR_RDMA_WRITE, 0, 10, 0, P.key + 1, 1), 0);
+	CU_ASSERT_EQUAL(post(P.a, IBV_WR_RDMA_WRITE, 0, 10, 0, P.key, 2), 0);
+	CU_ASSERT_EQUAL(poll_n(wc, 2), 2);
+	CU_ASSERT_EQUAL(wc[0].status, IBV_WC_REM_ACCESS_ERR);
+	CU_ASSERT_EQUAL(wc[1].status, IBV_WC_WR_FLUSH_ERR);
+	pair_close();
+}
+
+static void test_rc_bad_lkey(void)
+{
+	struct ibv_wc wc;
+	struct ibv_sge s = { (uintptr_t)P.buf, 10, 0xdead };
+	struct ibv_send_wr wr = { .wr_id = 9, .sg_list = &s, .num_sge = 1,
+				  .opcode = IBV_WR_SEND }, *bad;
+
+	CU_ASSERT_FATAL(pair_open(IBV_QPT_RC, 7) == 0);
+	s.addr = (uintptr_t)P.buf;
+	CU_ASSERT_EQUAL(hca_qp_post_send(P.a, &wr, &bad), 0);
+	CU_ASSERT_EQUAL(poll_n(&wc, 1), 1);
+	CU_ASSERT_EQUAL(wc.status, IBV_WC_LOC_PROT_ERR);
+	CU_ASSERT_EQUAL(wc.wr_id, 9);
+	pair_close();
+}
+
+static void test_bad_wr(void)
+{
+	struct ibv_sge s = { (uintptr_t)P.buf, 10, 0 };
+	struct ibv_send_wr w2 = { .wr_id = 2, .sg_list = &s, .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_READ };
+	struct ibv_send_wr w1 = { .wr_id = 1, .sg_list = &s, .num_sge = 1,
+				  .opcode = IBV_WR_SEND, .next = &w2 }, *bad = NULL;
+
+	CU_ASSERT_FATAL(pair_open(IBV_QPT_UC, 7) == 0);
+	s.addr = (uintptr_t)P.buf;
+	s.lkey = P.key;
+	CU_ASSERT_EQUAL(post_recv(P.b, 0, 64, 5), 0);
+	/* READ is not a UC opcode (seed 004): the second WR is refused */
+	CU_ASSERT_EQUAL(hca_qp_post_send(P.a, &w1, &bad), EINVAL);
+	CU_ASSERT_PTR_EQUAL(bad, &w2);
+	pair_close();
+}
+
+static void test_ud_qkey(void)
+{
+	struct ibv_wc wc[2];
+	struct ibv_port_attr pa;
+	struct ibv_sge s;
+	struct ibv_send_wr wr = { .wr_id = 1, .sg_list = &s, .num_sge = 1,
+				  .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+
+	CU_ASSERT_FATAL(pair_open(IBV_QPT_UD, 7) == 0);
+	hca_dev_query_port(P.dev, 1, &pa, sizeof(pa));
+	memset(&test_ah, 0, sizeof(test_ah));
+	test_ah.dlid = pa.lid;
+	test_ah.port_num = 1;
+	s.addr = (uintptr_t)P.buf;
+	s.length = 100;
+	s.lkey = P.key;
+	wr.wr.ud.ah = (struct ibv_ah *)&test_ah;
+	wr.wr.ud.remote_qpn = hca_qp_num(P.b);
+	wr.wr.ud.remote_qkey = 0x9999; /* wrong: dropped */
+	CU_ASSERT_EQUAL(post_recv(P.b, 4096, 4096, 7), 0);
+	CU_ASSERT_EQUAL(hca_qp_post_send(P.a, &wr, &bad), 0);
+	CU_ASSERT_EQUAL(poll_n(wc, 1), 1);
+	CU_ASSERT_EQUAL(wc[0].wr_id, 1);
+	CU_ASSERT_EQUAL(hca_cq_poll(P.cq, 1, wc, NULL), 0);
+	wr.wr.ud.remote_qkey = 0x1234;
+	CU_ASSERT_EQUAL(hca_qp_post_send(P.a, &wr, &bad), 0);
+	CU_ASSERT_EQUAL(poll_n(wc, 2), 2);
+	for (int i = 0; i < 2; i++)
+		if (wc[i].wr_id == 7)
+			CU_ASSERT_EQUAL(wc[i].byte_len, 140); /* GRH area + payload */
+	pair_close();
+}
+
+static int add_suites(void)
+{
+	CU_pSuite s = CU_add_suite("hca_datapath", NULL, NULL);
+
+	if (!s)
+		return -1;
+	if (!CU_add_test(s, "RC send with immediate", test_rc_send) ||
+	    !CU_add_test(s, "RC write, read, atomics", test_rc_write_read_atomic) ||
+	    !CU_add_test(s, "RC RNR retries exhausted then flush", test_rc_rnr_exhausted) ||
+	    !CU_add_test(s, "RC bad rkey: remote access error", test_rc_bad_rkey) ||
+	    !CU_add_test(s, "RC bad lkey: local protection error", test_rc_bad_lkey) ||
+	    !CU_add_test(s, "bad WR: bad_wr points at it", test_bad_wr) ||
+	    !CU_add_test(s, "UD Q_Key mismatch drops", test_ud_qkey))
+		return -1;
+	return 0;
+}
+
+CU_RUN_MAIN(add_suites)
