@@ -128,23 +128,13 @@ static void reclaim_qps(struct hca_seg *seg, uint16_t slot, uint32_t gen)
 		struct hca_qp_ent *e = &seg->qps[i];
 		uint32_t qpn = atomic_load(&e->qpn);
 
-		if (!qpn || e->owner != slot || e->owner_gen != gen)
+		/* XRC targets are the domain's: hca_xrc_reclaim drops the bit */
+		if (!qpn || e->owner != slot || e->owner_gen != gen ||
+		    e->type == IBV_QPT_XRC_RECV)
 			continue;
-		atomic_store(&e->state, IBV_QPS_ERR);
-		atomic_store_explicit(&e->qpn, 0, memory_order_release);
-		if (e->rq_off) {
-			struct hca_ring *r = hca_seg_ptr(seg, e->rq_off);
-			hca_heap_free(seg, e->rq_off, hca_ring_bytes(r->cap, r->stride - 8));
-		}
-		for (int g = 0; g < HCA_MAX_MCAST_GRP; g++) {
-			struct hca_mcg *m = &seg->mcgs[g];
-			for (int k = 0; k < m->nqp; k++)
-				if (m->qpn[k] == qpn)
-					m->qpn[k--] = m->qpn[--m->nqp];
-		}
-		seg->qp_gen[i]++;
-		seg->qp_fifo[(seg->qp_fifo_head + seg->qp_fifo_len++) % HCA_MAX_QP] = i;
+		hca_qp_ent_free(seg, e, 0);
 	}
+	hca_xrc_reclaim(seg, slot);
 }
 
 static void reclaim_rest(struct hca_seg *seg, uint16_t slot, uint32_t gen)

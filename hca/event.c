@@ -127,6 +127,7 @@ static void raise_event(struct hca_dev *dev, uint16_t owner, uint32_t gen,
 	hca_dev_notify(dev, owner, gen, m, sizeof(*m));
 }
 
+/* An XRC target QP's events reach every process that holds it. */
 void hca_raise_qp_event(struct hca_dev *dev, struct hca_qp_ent *e,
 			enum ibv_event_type type)
 {
@@ -134,7 +135,17 @@ void hca_raise_qp_event(struct hca_dev *dev, struct hca_qp_ent *e,
 				.idx = (uint32_t)(e - dev->seg->qps),
 				.id = atomic_load(&e->qpn) };
 
-	raise_event(dev, e->owner, e->owner_gen, &m);
+	if (e->type != IBV_QPT_XRC_RECV) {
+		raise_event(dev, e->owner, e->owner_gen, &m);
+		return;
+	}
+	for (uint16_t s = 0; s < HCA_MAX_PROCS; s++) {
+		struct hca_proc *p = &dev->seg->procs[s];
+
+		if ((atomic_load(&e->regs[s / 64]) & (1ULL << (s % 64))) &&
+		    atomic_load(&p->state) == HCA_PROC_LIVE)
+			raise_event(dev, s, p->gen, &m);
+	}
 }
 
 void hca_raise_srq_event(struct hca_dev *dev, uint32_t idx, enum ibv_event_type type)
@@ -170,7 +181,7 @@ static void cq_overrun(struct hca_dev *dev, struct hca_cq *cq)
 		if (qp && (qp->scq == cq || qp->rcq == cq) &&
 		    atomic_load(&qp->ent->state) != IBV_QPS_ERR) {
 			hca_qp_to_error(qp);
-			hca_ctx_queue_event(qp->pd->ctx, IBV_EVENT_QP_FATAL, qp->user, 0);
+			hca_ctx_queue_event(qp->ctx, IBV_EVENT_QP_FATAL, qp->user, 0);
 		}
 	}
 }
@@ -198,7 +209,7 @@ void hca_db_dispatch(struct hca_dev *dev, const struct hca_db_msg *m)
 			hca_qp_to_error(qp);
 		if (m->event == 0)
 			return;
-		hca_ctx_queue_event(qp->pd->ctx, m->event, qp->user, 0);
+		hca_ctx_queue_event(qp->ctx, m->event, qp->user, 0);
 	} else if (m->kind == HCA_DB_ASYNC_SRQ && m->idx < HCA_MAX_SRQ) {
 		struct hca_srq *srq = dev->srq_tab[m->idx];
 

@@ -24,6 +24,7 @@ struct hca_chan;
 struct hca_cq;
 struct hca_srq;
 struct hca_qp;
+struct hca_xrcd;
 
 /* An address handle's contents: owned by the verbs object that holds it. */
 struct hca_ah {
@@ -110,11 +111,26 @@ int hca_srq_post_recv(struct hca_srq *srq, struct ibv_recv_wr *wr,
 		      struct ibv_recv_wr **bad);
 uint32_t hca_srq_num(struct hca_srq *srq);
 
+/* ---- XRC domains (xrc.c) ---- */
+/* fd < 0: a private domain; else shared by every process of the host that
+ * opens the same file. oflags: O_CREAT, O_EXCL as open(2). */
+struct hca_xrcd *hca_xrcd_open(struct hca_ctx *ctx, int fd, int oflags);
+int hca_xrcd_close(struct hca_xrcd *xrcd);
+/* An XRC SRQ: receives of every XRC target QP of the domain that name it. */
+struct hca_srq *hca_srq_create_xrc(struct hca_pd *pd, struct hca_xrcd *xrcd,
+				   struct hca_cq *cq, struct ibv_srq_attr *attr,
+				   void *user);
+/* Open (register to) an XRC target QP of the domain by number. */
+struct hca_qp *hca_qp_open(struct hca_xrcd *xrcd, uint32_t qpn, void *user);
+/* The XRC target QP qpn of the domain, or NULL (a handle this process holds). */
+struct hca_qp *hca_xrc_find(struct hca_xrcd *xrcd, uint32_t qpn);
+
 /* ---- queue pairs ---- */
 struct hca_qp_init {
 	enum ibv_qp_type type;
 	struct hca_cq *send_cq, *recv_cq;
 	struct hca_srq *srq;
+	struct hca_xrcd *xrcd;      /* IBV_QPT_XRC_RECV */
 	struct ibv_qp_cap cap;      /* in: asked; out: granted */
 	int sq_sig_all;
 };

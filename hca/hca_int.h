@@ -56,6 +56,7 @@ struct hca_dev {
 	struct hca_qp *qp_tab[HCA_MAX_QP];
 	struct hca_cq *cq_tab[HCA_MAX_CQ];
 	struct hca_srq *srq_tab[HCA_MAX_SRQ];
+	uint16_t xrc_local[HCA_MAX_QP]; /* our handles on each XRC target QP */
 	struct hca_ctx *ctxs;
 };
 
@@ -76,6 +77,12 @@ struct hca_mr {
 	struct hca_pd *pd;
 	uint32_t idx;
 	uint32_t key;
+};
+
+struct hca_xrcd {
+	struct hca_ctx *ctx;
+	uint32_t idx, handle;
+	_Atomic int refs;       /* SRQs and target QPs made through it */
 };
 
 struct hca_chan {
@@ -131,6 +138,8 @@ struct hca_srq {
 	uint32_t max_wr, max_sge;
 	void *user;
 	_Atomic int refs;       /* QPs on it */
+	struct hca_xrcd *xrcd;
+	struct hca_cq *cq;      /* XRC SRQ */
 };
 
 /* A send WQE held by the requester until it completes. */
@@ -143,19 +152,21 @@ struct hca_swqe {
 };
 
 struct hca_qp {
-	struct hca_pd *pd;
+	struct hca_ctx *ctx;
+	struct hca_pd *pd;          /* NULL for an XRC target QP */
 	struct hca_dev *dev;
 	uint32_t idx, qpn;
 	struct hca_qp_ent *ent;
 	enum ibv_qp_type type;
 	struct hca_cq *scq, *rcq;
 	struct hca_srq *srq;
+	struct hca_xrcd *xrcd;      /* XRC target QPs */
 	struct ibv_qp_cap cap;
 	int sq_sig_all;
 	void *user;
 
-	struct ibv_qp_attr attr;    /* what modify set: query returns it */
-	int attr_set;               /* mask of attributes ever set */
+	struct ibv_qp_attr *attr;   /* in the directory entry (XRC targets
+				     * are modified by any process) */
 
 	struct hca_ring *rq;
 	uint64_t rq_size;
@@ -201,7 +212,14 @@ struct hca_msg {
 	int iovcnt;
 	uint64_t atomic_orig;    /* out */
 	const struct hca_ah *ah; /* UD: for the GRH */
+	uint32_t xrc_srqn;       /* XRC: the SRQ the XRCETH names */
 };
+
+/* RC and XRC are the reliable transports: ACKs, RNR, retries. */
+static inline bool hca_reliable(enum ibv_qp_type t)
+{
+	return t == IBV_QPT_RC || t == IBV_QPT_XRC_SEND || t == IBV_QPT_XRC_RECV;
+}
 
 /* dev.c */
 int hca_dev_notify(struct hca_dev *dev, uint16_t slot, uint32_t gen,
@@ -245,6 +263,8 @@ struct hca_cq_ent *hca_cq_ent(struct hca_dev *dev, uint32_t cq_idx);
 uint32_t hca_rwqe_body(uint32_t max_sge);
 int hca_ring_post_recv(struct hca_ring *r, uint32_t max_sge,
 		       struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+struct hca_srq *hca_srq_make(struct hca_pd *pd, struct hca_xrcd *xrcd,
+			     struct hca_cq *cq, struct ibv_srq_attr *attr, void *user);
 
 /* mr.c */
 struct hca_mr_ent *hca_mr_lookup(struct hca_seg *seg, uint32_t key);
@@ -256,6 +276,12 @@ int hca_mem_write(struct hca_dev *dev, uint16_t slot, uint32_t gen,
 int hca_mem_read(struct hca_dev *dev, uint16_t slot, uint32_t gen,
 		 const struct iovec *local, int nlocal,
 		 const struct iovec *remote, int nremote);
+
+/* xrc.c */
+void hca_xrc_reg(struct hca_seg *seg, struct hca_qp_ent *e, uint16_t slot, bool on);
+bool hca_xrc_unreg_last(struct hca_seg *seg, struct hca_qp_ent *e, uint16_t slot);
+void hca_xrc_reclaim(struct hca_seg *seg, uint16_t slot);
+void hca_qp_ent_free(struct hca_seg *seg, struct hca_qp_ent *e, uint64_t rq_bytes);
 
 /* qp.c */
 struct hca_qp_ent *hca_qp_lookup(struct hca_seg *seg, uint32_t qpn);

@@ -16,6 +16,7 @@
 #define HCA_MAX_PD         65536
 #define HCA_MAX_AH         65536
 #define HCA_MAX_MCAST_GRP  256
+#define HCA_MAX_XRCD       1024
 #define HCA_MAX_MCAST_ATT  1024     /* total (group, QP) attachments */
 #define HCA_MAX_QP_PER_MCG 64
 

@@ -55,12 +55,24 @@ static int qp_type_ok(const struct hca_qp_init *in)
 	switch (in->type) {
 	case IBV_QPT_RC:
 	case IBV_QPT_UD:
-		return 1;
+		return in->send_cq && in->recv_cq && !in->xrcd;
 	case IBV_QPT_UC:
-		return !in->srq; /* ibv_create_qp(3): SRQ only with RC or UD */
+		/* ibv_create_qp(3): an SRQ only with RC or UD */
+		return in->send_cq && in->recv_cq && !in->srq && !in->xrcd;
+	case IBV_QPT_XRC_SEND:
+		/* the send half of XRC: no receive queue of its own */
+		return in->send_cq && !in->srq && !in->xrcd;
+	case IBV_QPT_XRC_RECV:
+		/* owned by its domain: no queues, no CQs */
+		return in->xrcd && !in->srq;
 	default:
 		return 0;
 	}
+}
+
+static bool has_rq(const struct hca_qp *qp)
+{
+	return !qp->srq && qp->type != IBV_QPT_XRC_SEND && qp->type != IBV_QPT_XRC_RECV;
 }
 
 /* Grant at least what was asked (create_qp(3)) and write it back. */
@@ -68,7 +80,9 @@ static void qp_grant_caps(struct hca_qp *qp, struct ibv_qp_cap *c)
 {
 	c->max_send_wr = 1u << hca_ilog2_ceil(c->max_send_wr ? c->max_send_wr : 1);
 	c->max_send_sge = c->max_send_sge ? c->max_send_sge : 1;
-	if (qp->srq) {
+	if (qp->type == IBV_QPT_XRC_RECV) {
+		memset(c, 0, sizeof(*c));
+	} else if (!has_rq(qp)) {
 		c->max_recv_wr = 0;
 		c->max_recv_sge = 0;
 	} else {
@@ -104,7 +118,7 @@ static int qp_publish(struct hca_dev *dev, struct hca_qp *qp)
 
 	if (!seg->qp_fifo_len)
 		return ENOMEM;
-	if (!qp->srq) {
+	if (has_rq(qp)) {
 		bytes = hca_ring_bytes(qp->cap.max_recv_wr, hca_rwqe_body(qp->cap.max_recv_sge));
 		off = hca_heap_alloc(seg, bytes);
 		if (!off)
@@ -123,8 +137,8 @@ static int qp_publish(struct hca_dev *dev, struct hca_qp *qp)
 	atomic_store(&e->state, IBV_QPS_RESET);
 	atomic_store(&e->comm_est, 0);
 	e->sq_sig_all = (uint8_t)qp->sq_sig_all;
-	e->pd = qp->pd->id;
-	e->rcq = qp->rcq->idx;
+	e->pd = qp->pd ? qp->pd->id : HCA_NONE;
+	e->rcq = qp->rcq ? qp->rcq->idx : HCA_NONE;
 	e->srq = qp->srq ? qp->srq->idx : HCA_NONE;
 	e->rq_off = off;
 	e->rq_max_sge = qp->cap.max_recv_sge;
@@ -136,14 +150,39 @@ static int qp_publish(struct hca_dev *dev, struct hca_qp *qp)
 	atomic_store(&e->rx_bytes, 0);
 	atomic_store(&e->rnr_naks, 0);
 	atomic_store(&e->drops, 0);
+	e->xrcd = qp->xrcd ? qp->xrcd->idx : HCA_NONE;
+	for (int i = 0; i < HCA_MAX_PROCS / 64; i++)
+		atomic_store(&e->regs[i], 0);
+	if (qp->xrcd)
+		hca_xrc_reg(seg, e, dev->slot, true);
+	e->attr_set = 0;
+	memset(&e->attr, 0, sizeof(e->attr));
 	qp->idx = idx;
 	qp->qpn = qpn_make(seg, idx);
 	qp->ent = e;
+	qp->attr = &e->attr;
 	qp->rq = off ? hca_seg_ptr(seg, off) : NULL;
 	qp->rq_size = bytes;
 	dev->qp_tab[idx] = qp;
+	if (qp->xrcd)
+		dev->xrc_local[idx] = 1;
 	atomic_store_explicit(&e->qpn, qp->qpn, memory_order_release);
 	return 0;
+}
+
+/* The objects a QP holds busy (EBUSY on their destroy while it lives). */
+static void qp_refs(struct hca_qp *qp, int d)
+{
+	if (qp->pd)
+		atomic_fetch_add(&qp->pd->refs, d);
+	if (qp->scq)
+		atomic_fetch_add(&qp->scq->refs, d);
+	if (qp->rcq)
+		atomic_fetch_add(&qp->rcq->refs, d);
+	if (qp->srq)
+		atomic_fetch_add(&qp->srq->refs, d);
+	if (qp->xrcd)
+		atomic_fetch_add(&qp->xrcd->refs, d);
 }
 
 static void qp_free_private(struct hca_qp *qp)
@@ -157,18 +196,23 @@ static void qp_free_private(struct hca_qp *qp)
 
 struct hca_qp *hca_qp_create(struct hca_pd *pd, struct hca_qp_init *init, void *user)
 {
-	struct hca_dev *dev = pd->ctx->dev;
+	struct hca_ctx *ctx = pd ? pd->ctx : init->xrcd ? init->xrcd->ctx : NULL;
+	struct hca_dev *dev;
 	struct hca_qp *qp;
 	int rc;
 
-	if (!qp_type_ok(init) || !qp_caps_ok(init) || !init->send_cq || !init->recv_cq) {
+	if (!ctx || !qp_type_ok(init) || !qp_caps_ok(init) ||
+	    (!pd && init->type != IBV_QPT_XRC_RECV)) {
 		errno = EINVAL;
 		return NULL;
 	}
+	dev = ctx->dev;
 	qp = calloc(1, sizeof(*qp));
 	if (!qp)
 		return NULL;
-	qp->pd = pd;
+	qp->ctx = ctx;
+	qp->pd = init->type == IBV_QPT_XRC_RECV ? NULL : pd;
+	qp->xrcd = init->xrcd;
 	qp->dev = dev;
 	qp->type = init->type;
 	qp->scq = init->send_cq;
@@ -186,13 +230,9 @@ struct hca_qp *hca_qp_create(struct hca_pd *pd, struct hca_qp_init *init, void *
 	hca_seg_unlock(dev->seg);
 	if (rc)
 		goto err;
-	qp->attr.qp_state = IBV_QPS_RESET;
-	qp->attr.cap = qp->cap;
-	atomic_fetch_add(&pd->refs, 1);
-	atomic_fetch_add(&qp->scq->refs, 1);
-	atomic_fetch_add(&qp->rcq->refs, 1);
-	if (qp->srq)
-		atomic_fetch_add(&qp->srq->refs, 1);
+	qp->attr->qp_state = IBV_QPS_RESET;
+	qp->attr->cap = qp->cap;
+	qp_refs(qp, 1);
 	return qp;
 err:
 	qp_free_private(qp);
@@ -256,10 +296,10 @@ void hca_qp_to_error(struct hca_qp *qp)
 {
 	uint8_t prev = atomic_exchange(&qp->ent->state, IBV_QPS_ERR);
 
-	qp->attr.qp_state = IBV_QPS_ERR;
+	qp->attr->qp_state = IBV_QPS_ERR;
 	hca_qp_flush(qp);
 	if (prev != IBV_QPS_ERR && qp->srq)
-		hca_ctx_queue_event(qp->pd->ctx, IBV_EVENT_QP_LAST_WQE_REACHED, qp->user, 0);
+		hca_ctx_queue_event(qp->ctx, IBV_EVENT_QP_LAST_WQE_REACHED, qp->user, 0);
 }
 
 static void qp_reset(struct hca_qp *qp)
@@ -274,9 +314,9 @@ static void qp_reset(struct hca_qp *qp)
 			;
 	atomic_store(&qp->ent->comm_est, 0);
 	atomic_store(&qp->ent->state, IBV_QPS_RESET);
-	memset(&qp->attr, 0, sizeof(qp->attr));
-	qp->attr.cap = qp->cap;
-	qp->attr_set = 0;
+	memset(qp->attr, 0, sizeof(*qp->attr));
+	qp->attr->cap = qp->cap;
+	qp->ent->attr_set = 0;
 }
 
 /* ---- modify ---- */
@@ -327,7 +367,7 @@ static int modify_values_ok(struct hca_qp *qp, const struct ibv_qp_attr *a, int 
 }
 
 #define COPY_IF(bit, field) \
-	do { if (mask & (bit)) qp->attr.field = a->field; } while (0)
+	do { if (mask & (bit)) qp->attr->field = a->field; } while (0)
 
 static void modify_apply(struct hca_qp *qp, const struct ibv_qp_attr *a, int mask)
 {
@@ -354,21 +394,36 @@ static void modify_apply(struct hca_qp *qp, const struct ibv_qp_attr *a, int mas
 	COPY_IF(IBV_QP_DEST_QPN, dest_qp_num);
 	COPY_IF(IBV_QP_ACCESS_FLAGS, qp_access_flags);
 	COPY_IF(IBV_QP_EN_SQD_ASYNC_NOTIFY, en_sqd_async_notify);
-	qp->attr.rq_psn &= 0xffffff;
-	qp->attr.sq_psn &= 0xffffff;
-	qp->attr_set |= mask;
-	qp->rnr_left = qp->attr.rnr_retry;
-	qp->retry_left = qp->attr.retry_cnt;
+	qp->attr->rq_psn &= 0xffffff;
+	qp->attr->sq_psn &= 0xffffff;
+	qp->ent->attr_set |= mask;
+	qp->rnr_left = qp->attr->rnr_retry;
+	qp->retry_left = qp->attr->retry_cnt;
 
-	atomic_store(&e->qkey, qp->attr.qkey);
-	atomic_store(&e->access, qp->attr.qp_access_flags);
-	atomic_store(&e->min_rnr_timer, qp->attr.min_rnr_timer);
-	atomic_store(&e->path_mtu, qp->attr.path_mtu);
-	atomic_store(&e->max_dest_rd_atomic, qp->attr.max_dest_rd_atomic);
-	atomic_store(&e->dest_qpn, qp->attr.dest_qp_num);
+	atomic_store(&e->qkey, qp->attr->qkey);
+	atomic_store(&e->access, qp->attr->qp_access_flags);
+	atomic_store(&e->min_rnr_timer, qp->attr->min_rnr_timer);
+	atomic_store(&e->path_mtu, qp->attr->path_mtu);
+	atomic_store(&e->max_dest_rd_atomic, qp->attr->max_dest_rd_atomic);
+	atomic_store(&e->dest_qpn, qp->attr->dest_qp_num);
 }
 
+static int qp_modify(struct hca_qp *qp, struct ibv_qp_attr *a, int mask);
+
+/* An XRC target QP may be modified by any process that holds it. */
 int hca_qp_modify(struct hca_qp *qp, struct ibv_qp_attr *a, int mask)
+{
+	int rc;
+
+	if (qp->type != IBV_QPT_XRC_RECV)
+		return qp_modify(qp, a, mask);
+	hca_seg_lock(qp->dev->seg);
+	rc = atomic_load(&qp->ent->qpn) == qp->qpn ? qp_modify(qp, a, mask) : EINVAL;
+	hca_seg_unlock(qp->dev->seg);
+	return rc;
+}
+
+static int qp_modify(struct hca_qp *qp, struct ibv_qp_attr *a, int mask)
 {
 	enum ibv_qp_state cur = hca_qp_state(qp);
 	enum ibv_qp_state next = (mask & IBV_QP_STATE) ? a->qp_state : cur;
@@ -385,16 +440,16 @@ int hca_qp_modify(struct hca_qp *qp, struct ibv_qp_attr *a, int mask)
 		hca_qp_to_error(qp);
 		return 0;
 	}
-	qp->attr.qp_state = next;
+	qp->attr->qp_state = next;
 	atomic_store(&qp->ent->state, next);
 	if (next == IBV_QPS_SQD) {
 		/* the SQ drains inside post/poll: drained when nothing is held */
 		pthread_mutex_lock(&qp->sq_lock);
 		bool drained = qp->sq_head == qp->sq_tail;
-		qp->sqd_event_due = !drained && qp->attr.en_sqd_async_notify;
+		qp->sqd_event_due = !drained && qp->attr->en_sqd_async_notify;
 		pthread_mutex_unlock(&qp->sq_lock);
-		if (drained && qp->attr.en_sqd_async_notify)
-			hca_ctx_queue_event(qp->pd->ctx, IBV_EVENT_SQ_DRAINED, qp->user, 0);
+		if (drained && qp->attr->en_sqd_async_notify)
+			hca_ctx_queue_event(qp->ctx, IBV_EVENT_SQ_DRAINED, qp->user, 0);
 	} else if (next == IBV_QPS_RTS) {
 		hca_sq_progress(qp); /* SQD -> RTS resumes held WQEs */
 	}
@@ -405,7 +460,7 @@ int hca_qp_query(struct hca_qp *qp, struct ibv_qp_attr *attr, int mask,
 		 struct ibv_qp_init_attr *init)
 {
 	(void)mask; /* every attribute is returned: cheap, and always valid */
-	*attr = qp->attr;
+	*attr = *qp->attr;
 	attr->qp_state = hca_qp_state(qp);
 	attr->cur_qp_state = attr->qp_state;
 	attr->cap = qp->cap;
@@ -422,6 +477,53 @@ int hca_qp_query(struct hca_qp *qp, struct ibv_qp_attr *attr, int mask,
 
 /* ---- destroy ---- */
 
+/* Free a directory entry (seg->lock held): its number queues for reuse. */
+void hca_qp_ent_free(struct hca_seg *seg, struct hca_qp_ent *e, uint64_t rq_bytes)
+{
+	uint32_t idx = (uint32_t)(e - seg->qps), qpn = atomic_load(&e->qpn);
+
+	atomic_store(&e->state, IBV_QPS_ERR);
+	atomic_store_explicit(&e->qpn, 0, memory_order_release);
+	if (e->rq_off) {
+		struct hca_ring *r = hca_seg_ptr(seg, e->rq_off);
+
+		hca_heap_free(seg, e->rq_off,
+			      rq_bytes ? rq_bytes : hca_ring_bytes(r->cap, r->stride - 8));
+		e->rq_off = 0;
+	}
+	for (int g = 0; g < HCA_MAX_MCAST_GRP; g++) {
+		struct hca_mcg *m = &seg->mcgs[g];
+
+		for (int k = 0; k < m->nqp; k++)
+			if (m->qpn[k] == qpn)
+				m->qpn[k--] = m->qpn[--m->nqp];
+	}
+	seg->qp_gen[idx]++;
+	seg->qp_fifo[(seg->qp_fifo_head + seg->qp_fifo_len++) % HCA_MAX_QP] = idx;
+}
+
+/*
+ * An XRC target QP handle goes; the QP itself goes with the last holder
+ * on the host (every process that created, opened or registered it).
+ */
+static void xrc_target_release(struct hca_qp *qp)
+{
+	struct hca_dev *dev = qp->dev;
+
+	hca_seg_lock(dev->seg);
+	pthread_mutex_lock(&dev->lock);
+	if (dev->xrc_local[qp->idx] && --dev->xrc_local[qp->idx] == 0) {
+		if (dev->qp_tab[qp->idx] == qp)
+			dev->qp_tab[qp->idx] = NULL;
+		if (atomic_load(&qp->ent->qpn) == qp->qpn)
+			hca_xrc_unreg_last(dev->seg, qp->ent, dev->slot);
+	} else if (dev->qp_tab[qp->idx] == qp) {
+		dev->qp_tab[qp->idx] = NULL; /* another handle of ours remains */
+	}
+	pthread_mutex_unlock(&dev->lock);
+	hca_seg_unlock(dev->seg);
+}
+
 int hca_qp_destroy(struct hca_qp *qp)
 {
 	struct hca_dev *dev = qp->dev;
@@ -429,21 +531,16 @@ int hca_qp_destroy(struct hca_qp *qp)
 
 	if (qp->mcast_count)
 		return EBUSY; /* ibv_destroy_qp(3): attached to a multicast group */
-	hca_dev_wait_remove(dev, qp);
-	hca_seg_lock(seg);
-	atomic_store(&qp->ent->state, IBV_QPS_ERR);
-	atomic_store_explicit(&qp->ent->qpn, 0, memory_order_release);
-	if (qp->ent->rq_off)
-		hca_heap_free(seg, qp->ent->rq_off, qp->rq_size);
-	seg->qp_gen[qp->idx]++;
-	seg->qp_fifo[(seg->qp_fifo_head + seg->qp_fifo_len++) % HCA_MAX_QP] = qp->idx;
-	dev->qp_tab[qp->idx] = NULL;
-	hca_seg_unlock(seg);
-	atomic_fetch_sub(&qp->pd->refs, 1);
-	atomic_fetch_sub(&qp->scq->refs, 1);
-	atomic_fetch_sub(&qp->rcq->refs, 1);
-	if (qp->srq)
-		atomic_fetch_sub(&qp->srq->refs, 1);
+	if (qp->type == IBV_QPT_XRC_RECV) {
+		xrc_target_release(qp);
+	} else {
+		hca_dev_wait_remove(dev, qp);
+		hca_seg_lock(seg);
+		hca_qp_ent_free(seg, qp->ent, qp->rq_size);
+		dev->qp_tab[qp->idx] = NULL;
+		hca_seg_unlock(seg);
+	}
+	qp_refs(qp, -1);
 	qp_free_private(qp);
 	return 0;
 }

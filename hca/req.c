@@ -237,11 +237,12 @@ static enum ibv_wc_status build_msg(struct hca_qp *qp, struct hca_swqe *w,
 			return IBV_WC_LOC_LEN_ERR;
 		m->dst_qpn = w->wr.wr.ud.remote_qpn;
 		/* a Q_Key with the high bit set means: use the QP's own */
-		m->qkey = (w->wr.wr.ud.remote_qkey & 0x80000000u) ? qp->attr.qkey
+		m->qkey = (w->wr.wr.ud.remote_qkey & 0x80000000u) ? qp->attr->qkey
 								  : w->wr.wr.ud.remote_qkey;
 		m->ah = &w->ah;
 	} else {
-		m->dst_qpn = qp->attr.dest_qp_num;
+		m->dst_qpn = qp->attr->dest_qp_num;
+		m->xrc_srqn = w->wr.qp_type.xrc.remote_srqn;
 	}
 	return IBV_WC_SUCCESS;
 }
@@ -254,8 +255,8 @@ static enum hca_resp_status deliver(struct hca_qp *qp, struct hca_swqe *w,
 			return send_mcast(qp, m, w);
 		if (!route_local(qp, w->ah.dlid, w->ah.is_global, &w->ah.dgid))
 			return HCA_RESP_DROP;
-	} else if (!route_local(qp, qp->attr.ah_attr.dlid, qp->attr.ah_attr.is_global,
-				&qp->attr.ah_attr.grh.dgid)) {
+	} else if (!route_local(qp, qp->attr->ah_attr.dlid, qp->attr->ah_attr.is_global,
+				&qp->attr->ah_attr.grh.dgid)) {
 		return HCA_RESP_DROP;
 	}
 	return hca_resp_execute(qp->dev, m);
@@ -282,11 +283,11 @@ static void fail_head(struct hca_qp *qp, struct hca_swqe *w, enum ibv_wc_status 
 	complete(qp, w, st);
 	qp->sq_head++;
 	atomic_store(&qp->ent->state, IBV_QPS_ERR);
-	qp->attr.qp_state = IBV_QPS_ERR;
+	qp->attr->qp_state = IBV_QPS_ERR;
 	hca_qp_flush_sq(qp);
 	hca_qp_flush_rq(qp);
 	if (qp->srq)
-		hca_ctx_queue_event(qp->pd->ctx, IBV_EVENT_QP_LAST_WQE_REACHED, qp->user, 0);
+		hca_ctx_queue_event(qp->ctx, IBV_EVENT_QP_LAST_WQE_REACHED, qp->user, 0);
 }
 
 static uint64_t ack_timeout_ns(uint8_t timeout)
@@ -301,7 +302,7 @@ static uint64_t ack_timeout_ns(uint8_t timeout)
  */
 static bool hold_for_retry(struct hca_qp *qp, struct hca_swqe *w)
 {
-	uint8_t t = qp->attr.timeout;
+	uint8_t t = qp->attr->timeout;
 
 	if (t && qp->retry_left-- <= 0) {
 		fail_head(qp, w, IBV_WC_RETRY_EXC_ERR);
@@ -317,7 +318,7 @@ static bool hold_for_rnr(struct hca_qp *qp, struct hca_swqe *w, struct hca_msg *
 	struct hca_qp_ent *e = hca_qp_lookup(qp->dev->seg, m->dst_qpn);
 	uint8_t timer = e ? atomic_load(&e->min_rnr_timer) : 0;
 
-	if (qp->attr.rnr_retry != 7 && qp->rnr_left-- <= 0) {
+	if (qp->attr->rnr_retry != 7 && qp->rnr_left-- <= 0) {
 		fail_head(qp, w, IBV_WC_RNR_RETRY_EXC_ERR);
 		return false;
 	}
@@ -346,7 +347,7 @@ static bool exec_head(struct hca_qp *qp)
 		return false;
 	}
 	rs = deliver(qp, w, &m);
-	if (rs == HCA_RESP_DROP && qp->type != IBV_QPT_RC)
+	if (rs == HCA_RESP_DROP && !hca_reliable(qp->type))
 		rs = HCA_RESP_ACK; /* unreliable: the loss is silent */
 	switch (rs) {
 	case HCA_RESP_ACK:
@@ -354,8 +355,8 @@ static bool exec_head(struct hca_qp *qp)
 			memcpy(iov[0].iov_base, &m.atomic_orig, 8);
 		complete(qp, w, IBV_WC_SUCCESS);
 		qp->sq_head++;
-		qp->rnr_left = qp->attr.rnr_retry;
-		qp->retry_left = qp->attr.retry_cnt;
+		qp->rnr_left = qp->attr->rnr_retry;
+		qp->retry_left = qp->attr->retry_cnt;
 		return true;
 	case HCA_RESP_DROP:
 		hold_for_retry(qp, w);
@@ -396,7 +397,7 @@ static void sq_progress_locked(struct hca_qp *qp)
 drained:
 	if (qp->sqd_event_due && qp->sq_head == qp->sq_tail) {
 		qp->sqd_event_due = false;
-		hca_ctx_queue_event(qp->pd->ctx, IBV_EVENT_SQ_DRAINED, qp->user, 0);
+		hca_ctx_queue_event(qp->ctx, IBV_EVENT_SQ_DRAINED, qp->user, 0);
 	}
 }
 

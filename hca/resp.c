@@ -27,12 +27,22 @@
 
 #define GRH_LEN 40
 
+/*
+ * Where a request lands: for RC, UC and UD the target QP's own owner, PD,
+ * receive queue and CQ; for XRC those of the XRC SRQ the request names —
+ * the target QP only checks the domain and the access rights.
+ */
 struct resp_ctx {
 	struct hca_dev *dev;
 	struct hca_msg *m;
 	struct hca_qp_ent *e;
 	uint32_t qpn;
 	const struct hca_opcode *op;
+	uint16_t owner;
+	uint32_t owner_gen;
+	uint32_t pd;
+	uint32_t rcq;
+	uint32_t srq;         /* HCA_NONE: the QP's own RQ */
 };
 
 static bool state_receives(uint8_t s)
@@ -42,11 +52,11 @@ static bool state_receives(uint8_t s)
 }
 
 /* The key names a region of the target QP's owner and PD, with access. */
-static bool key_ok(const struct hca_mr_ent *mr, const struct hca_qp_ent *e,
+static bool key_ok(const struct hca_mr_ent *mr, const struct resp_ctx *r,
 		   unsigned access)
 {
-	return mr && mr->owner == e->owner && mr->owner_gen == e->owner_gen &&
-	       mr->pd == e->pd && (mr->access & access) == access;
+	return mr && mr->owner == r->owner && mr->owner_gen == r->owner_gen &&
+	       mr->pd == r->pd && (mr->access & access) == access;
 }
 
 static bool range_ok(const struct hca_mr_ent *mr, uint64_t addr, uint64_t len)
@@ -65,7 +75,7 @@ static bool rkey_check(struct resp_ctx *r, uint64_t len, uint64_t *vaddr)
 		return true;
 	}
 	mr = hca_mr_lookup(r->dev->seg, r->m->rkey);
-	if (!key_ok(mr, r->e, acc) || !(atomic_load(&r->e->access) & acc) ||
+	if (!key_ok(mr, r, acc) || !(atomic_load(&r->e->access) & acc) ||
 	    !range_ok(mr, r->m->raddr, len))
 		return false;
 	*vaddr = mr->addr + (r->m->raddr - mr->iova);
@@ -83,7 +93,7 @@ static struct hca_ring *recv_ring(struct resp_ctx *r, uint32_t *srq_idx)
 {
 	struct hca_seg *seg = r->dev->seg;
 
-	*srq_idx = r->e->srq;
+	*srq_idx = r->srq;
 	if (*srq_idx == HCA_NONE)
 		return hca_seg_ptr(seg, r->e->rq_off);
 	struct hca_srq_ent *s = &seg->srqs[*srq_idx];
@@ -131,7 +141,7 @@ static enum ibv_wc_status rwqe_iov(struct resp_ctx *r, const struct rwqe_buf *w,
 		if (!s->length)
 			continue;
 		mr = hca_mr_lookup(r->dev->seg, s->lkey);
-		if (!key_ok(mr, r->e, IBV_ACCESS_LOCAL_WRITE) ||
+		if (!key_ok(mr, r, IBV_ACCESS_LOCAL_WRITE) ||
 		    !range_ok(mr, s->addr, s->length))
 			return IBV_WC_LOC_PROT_ERR;
 		take = s->length < need - room ? s->length : need - room;
@@ -157,7 +167,7 @@ static void push_recv_cqe(struct resp_ctx *r, uint64_t wr_id, enum ibv_wc_status
 	}
 	if (r->m->type == IBV_QPT_UD && r->m->ah && r->m->ah->is_global)
 		c.wc_flags |= IBV_WC_GRH;
-	hca_cq_push(r->dev, r->e->rcq, &c, r->m->solicited);
+	hca_cq_push(r->dev, r->rcq, &c, r->m->solicited);
 }
 
 /* The responder QP errs: its owner flushes it (and learns why, if told). */
@@ -170,7 +180,7 @@ static void resp_qp_error(struct resp_ctx *r, enum ibv_event_type ev)
 	if (ev)
 		hca_raise_qp_event(r->dev, r->e, ev);
 	else
-		hca_dev_notify(r->dev, r->e->owner, r->e->owner_gen, &m, sizeof(m));
+		hca_dev_notify(r->dev, r->owner, r->owner_gen, &m, sizeof(m));
 }
 
 static void build_grh(struct resp_ctx *r, uint8_t *grh)
@@ -204,7 +214,7 @@ static enum hca_resp_status resp_recv(struct resp_ctx *r, bool carries_data)
 	int nt, nl = 0, rc;
 
 	if (!take_rwqe(r, &w))
-		return m->type == IBV_QPT_RC ? HCA_RESP_RNR : HCA_RESP_DROP;
+		return hca_reliable(m->type) ? HCA_RESP_RNR : HCA_RESP_DROP;
 	st = rwqe_iov(r, &w, need, tiov, &nt);
 	if (st == IBV_WC_SUCCESS && need) {
 		if (ud) {
@@ -214,7 +224,7 @@ static enum hca_resp_status resp_recv(struct resp_ctx *r, bool carries_data)
 		}
 		memcpy(liov + nl, m->iov, (size_t)m->iovcnt * sizeof(*liov));
 		nl += m->iovcnt;
-		rc = hca_mem_write(r->dev, r->e->owner, r->e->owner_gen, liov, nl, tiov, nt);
+		rc = hca_mem_write(r->dev, r->owner, r->owner_gen, liov, nl, tiov, nt);
 		if (rc == ESRCH)
 			return HCA_RESP_DROP;
 		if (rc)
@@ -235,7 +245,7 @@ static enum hca_resp_status resp_recv(struct resp_ctx *r, bool carries_data)
 static enum hca_resp_status resp_access_error(struct resp_ctx *r)
 {
 	atomic_fetch_add(&r->e->drops, 1);
-	if (r->m->type == IBV_QPT_UC)
+	if (!hca_reliable(r->m->type))
 		return HCA_RESP_ACK;
 	resp_qp_error(r, IBV_EVENT_QP_ACCESS_ERR);
 	return HCA_RESP_NAK_ACCESS;
@@ -256,12 +266,12 @@ static enum hca_resp_status resp_write(struct resp_ctx *r)
 		struct hca_ring *ring = recv_ring(r, &srq_idx);
 
 		if (!ring || !hca_ring_count(ring))
-			return m->type == IBV_QPT_RC ? HCA_RESP_RNR : HCA_RESP_DROP;
+			return hca_reliable(m->type) ? HCA_RESP_RNR : HCA_RESP_DROP;
 	}
 	if (m->len) {
 		t.iov_base = (void *)(uintptr_t)va;
 		t.iov_len = m->len;
-		rc = hca_mem_write(r->dev, r->e->owner, r->e->owner_gen, m->iov,
+		rc = hca_mem_write(r->dev, r->owner, r->owner_gen, m->iov,
 				   m->iovcnt, &t, 1);
 		if (rc == ESRCH)
 			return HCA_RESP_DROP;
@@ -286,7 +296,7 @@ static enum hca_resp_status resp_read(struct resp_ctx *r)
 		return HCA_RESP_ACK;
 	t.iov_base = (void *)(uintptr_t)va;
 	t.iov_len = m->len;
-	rc = hca_mem_read(r->dev, r->e->owner, r->e->owner_gen, m->iov, m->iovcnt, &t, 1);
+	rc = hca_mem_read(r->dev, r->owner, r->owner_gen, m->iov, m->iovcnt, &t, 1);
 	if (rc == ESRCH)
 		return HCA_RESP_DROP;
 	return rc ? resp_access_error(r) : HCA_RESP_ACK;
@@ -313,16 +323,16 @@ static enum hca_resp_status resp_atomic(struct resp_ctx *r)
 		return resp_access_error(r);
 	t.iov_base = (void *)(uintptr_t)va;
 	t.iov_len = 8;
-	lk = &r->dev->seg->atomic_locks[((va >> 3) ^ r->e->owner) % HCA_ATOMIC_LOCKS];
+	lk = &r->dev->seg->atomic_locks[((va >> 3) ^ r->owner) % HCA_ATOMIC_LOCKS];
 	hca_robust_lock(lk);
-	rc = hca_mem_read(r->dev, r->e->owner, r->e->owner_gen, &l, 1, &t, 1);
+	rc = hca_mem_read(r->dev, r->owner, r->owner_gen, &l, 1, &t, 1);
 	if (!rc) {
 		if (m->op == IBV_WR_ATOMIC_CMP_AND_SWP)
 			nv = old == m->compare_add ? m->swap : old;
 		else
 			nv = old + m->compare_add;
 		l.iov_base = &nv;
-		rc = hca_mem_write(r->dev, r->e->owner, r->e->owner_gen, &l, 1, &t, 1);
+		rc = hca_mem_write(r->dev, r->owner, r->owner_gen, &l, 1, &t, 1);
 	}
 	pthread_mutex_unlock(lk);
 	if (rc == ESRCH)
@@ -337,15 +347,41 @@ static enum hca_resp_status resp_atomic(struct resp_ctx *r)
 static bool target_ok(struct resp_ctx *r)
 {
 	struct hca_qp_ent *e = r->e;
-	uint8_t type = e->type;
+	uint8_t want = r->m->type == IBV_QPT_XRC_SEND ? IBV_QPT_XRC_RECV : r->m->type;
 
-	if (!state_receives(atomic_load(&e->state)))
+	if (!state_receives(atomic_load(&e->state)) || e->type != want)
 		return false;
-	if (type != r->m->type)
-		return false;
-	if (!hca_peer_alive(r->dev, e->owner, e->owner_gen))
-		return false;
-	return true;
+	if (e->type == IBV_QPT_XRC_RECV)
+		return true; /* the domain's: its SRQ's owner is checked */
+	r->owner = e->owner;
+	r->owner_gen = e->owner_gen;
+	r->pd = e->pd;
+	r->rcq = e->rcq;
+	r->srq = e->srq;
+	return hca_peer_alive(r->dev, e->owner, e->owner_gen);
+}
+
+/* XRC: the SRQ the request names must be of the target QP's domain. */
+static enum hca_resp_status xrc_target(struct resp_ctx *r)
+{
+	struct hca_seg *seg = r->dev->seg;
+	uint32_t n = r->m->xrc_srqn;
+	struct hca_srq_ent *s;
+
+	if (r->e->type != IBV_QPT_XRC_RECV)
+		return HCA_RESP_ACK;
+	s = n < HCA_MAX_SRQ ? &seg->srqs[n] : NULL;
+	if (!s || !atomic_load_explicit(&s->handle, memory_order_acquire) ||
+	    s->xrcd != r->e->xrcd) {
+		atomic_fetch_add(&r->e->drops, 1);
+		return HCA_RESP_NAK_INV;
+	}
+	r->owner = s->owner;
+	r->owner_gen = s->owner_gen;
+	r->pd = s->pd;
+	r->rcq = s->cq;
+	r->srq = n;
+	return hca_peer_alive(r->dev, s->owner, s->owner_gen) ? HCA_RESP_ACK : HCA_RESP_DROP;
 }
 
 /* UD: a Q_Key with the high bit set means "use the QP's own" (done by
@@ -375,6 +411,9 @@ enum hca_resp_status hca_resp_execute(struct hca_dev *dev, struct hca_msg *m)
 		atomic_fetch_add(&r.e->drops, 1);
 		return HCA_RESP_DROP;
 	}
+	st = xrc_target(&r);
+	if (st != HCA_RESP_ACK)
+		return st;
 	comm_est(&r);
 	if (r.op->flags & HCA_OPF_SEND)
 		st = resp_recv(&r, true);

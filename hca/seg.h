@@ -30,11 +30,12 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <infiniband/verbs.h>
 
 #include "hca_limits.h"
 
 #define HCA_SEG_MAGIC   0x534f46544942ULL /* "SOFTIB" */
-#define HCA_SEG_VERSION 3
+#define HCA_SEG_VERSION 5
 #define HCA_HEAP_SIZE   (1ULL << 31)      /* sparse: tmpfs pages on touch */
 #define HCA_HEAP_MIN_ORDER 12
 #define HCA_HEAP_MAX_ORDER 31
@@ -78,6 +79,10 @@ struct hca_qp_ent {
 	_Atomic uint16_t port_lid;     /* our port's LID (for wc.slid) */
 	_Atomic uint32_t dest_qpn;     /* RC/UC: connected peer */
 	_Atomic uint64_t rx_msgs, rx_bytes, rnr_naks, drops;
+	uint32_t xrcd;                 /* XRC: domain index, else HCA_NONE */
+	_Atomic uint64_t regs[HCA_MAX_PROCS / 64]; /* XRC target: registered slots */
+	int attr_set;                  /* attributes ever set by modify */
+	struct ibv_qp_attr attr;       /* what modify set: query returns it */
 };
 
 /* A CQ directory entry: the producer side of a CQ lives here. */
@@ -94,6 +99,8 @@ struct hca_cq_ent {
 
 struct hca_srq_ent {
 	_Atomic uint32_t handle;       /* 0 = free */
+	uint32_t xrcd;                 /* XRC SRQ: domain index, else HCA_NONE */
+	uint32_t cq;                   /* XRC SRQ: its CQ index */
 	uint16_t owner;
 	uint32_t owner_gen;
 	uint64_t cookie;
@@ -121,6 +128,17 @@ struct hca_mcg {
 	uint16_t lid;
 	uint16_t nqp;
 	uint32_t qpn[HCA_MAX_QP_PER_MCG];
+};
+
+/*
+ * An XRC domain: node-wide, found by the (device, inode) of the file it
+ * was opened on (0/0: a private domain). opens[] counts each process
+ * slot's open handles; the domain dies with its last open.
+ */
+struct hca_xrcd_ent {
+	_Atomic uint32_t handle;       /* 0 = free */
+	uint64_t fdev, fino;
+	uint16_t opens[HCA_MAX_PROCS];
 };
 
 struct hca_quarantine {
@@ -158,6 +176,7 @@ struct hca_seg {
 	struct hca_srq_ent srqs[HCA_MAX_SRQ];
 	struct hca_mr_ent mrs[HCA_MAX_MR];
 	struct hca_mcg mcgs[HCA_MAX_MCAST_GRP];
+	struct hca_xrcd_ent xrcds[HCA_MAX_XRCD];
 	pthread_mutex_t atomic_locks[HCA_ATOMIC_LOCKS];
 };
 

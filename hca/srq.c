@@ -60,6 +60,8 @@ static int srq_publish(struct hca_dev *dev, struct hca_srq *srq)
 	e->ring_off = off;
 	e->pd = srq->pd->id;
 	e->max_sge = srq->max_sge;
+	e->xrcd = srq->xrcd ? srq->xrcd->idx : HCA_NONE;
+	e->cq = srq->cq ? srq->cq->idx : HCA_NONE;
 	atomic_store(&e->limit, 0);
 	atomic_store(&e->error, 0);
 	srq->handle = seg->next_handle++;
@@ -78,6 +80,12 @@ static int srq_publish(struct hca_dev *dev, struct hca_srq *srq)
 struct hca_srq *hca_srq_create(struct hca_pd *pd, struct ibv_srq_attr *attr,
 			       void *user)
 {
+	return hca_srq_make(pd, NULL, NULL, attr, user);
+}
+
+struct hca_srq *hca_srq_make(struct hca_pd *pd, struct hca_xrcd *xrcd,
+			     struct hca_cq *cq, struct ibv_srq_attr *attr, void *user)
+{
 	struct hca_dev *dev = pd->ctx->dev;
 	struct hca_srq *srq;
 	int rc;
@@ -92,6 +100,8 @@ struct hca_srq *hca_srq_create(struct hca_pd *pd, struct ibv_srq_attr *attr,
 		return NULL;
 	srq->pd = pd;
 	srq->user = user;
+	srq->xrcd = xrcd;
+	srq->cq = cq;
 	srq->max_wr = attr->max_wr;
 	srq->max_sge = attr->max_sge ? attr->max_sge : 1;
 	hca_seg_lock(dev->seg);
@@ -106,6 +116,10 @@ struct hca_srq *hca_srq_create(struct hca_pd *pd, struct ibv_srq_attr *attr,
 	attr->max_wr = srq->max_wr;
 	attr->max_sge = srq->max_sge;
 	atomic_fetch_add(&pd->refs, 1);
+	if (xrcd)
+		atomic_fetch_add(&xrcd->refs, 1);
+	if (cq)
+		atomic_fetch_add(&cq->refs, 1);
 	return srq;
 }
 
@@ -150,6 +164,10 @@ int hca_srq_destroy(struct hca_srq *srq)
 	hca_heap_free(seg, srq->ent->ring_off, srq->ring_size);
 	hca_seg_unlock(seg);
 	atomic_fetch_sub(&srq->pd->refs, 1);
+	if (srq->xrcd)
+		atomic_fetch_sub(&srq->xrcd->refs, 1);
+	if (srq->cq)
+		atomic_fetch_sub(&srq->cq->refs, 1);
 	free(srq);
 	return 0;
 }

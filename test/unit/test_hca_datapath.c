@@ -4,7 +4,9 @@
  * requester, the responder, the rings and the completion rules run
  * without the verbs layer. Cross-process runs are the integration tests'.
  */
+#include <fcntl.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "cu_run.h"
@@ -324,6 +326,90 @@ static void test_ud_qkey(void)
 	pair_close();
 }
 
+/* XRC in one process: a domain on a file, an XRC SRQ, a target QP, and an
+ * XRC send QP reaching the SRQ by its number. */
+static void test_xrc_send(void)
+{
+	char path[] = "/tmp/softib-xrc-XXXXXX";
+	int fd = mkstemp(path);
+	struct ibv_wc wc[2];
+
+	CU_ASSERT_FATAL(fd >= 0);
+	CU_ASSERT_FATAL(pair_open(IBV_QPT_RC, 7) == 0);
+	struct hca_xrcd *x = hca_xrcd_open(P.ctx, fd, O_CREAT);
+	struct hca_xrcd *x2 = hca_xrcd_open(P.ctx, fd, 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(x);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(x2);
+	CU_ASSERT_PTR_NULL(hca_xrcd_open(P.ctx, fd, O_CREAT | O_EXCL));
+	struct ibv_srq_attr sa = { .max_wr = 16, .max_sge = 1 };
+	struct hca_srq *srq = hca_srq_create_xrc(P.pd, x, P.cq, &sa, NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(srq);
+	struct hca_qp_init ti = { .type = IBV_QPT_XRC_RECV, .xrcd = x };
+	struct hca_qp *tgt = hca_qp_create(NULL, &ti, NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(tgt);
+	struct hca_qp_init si = { .type = IBV_QPT_XRC_SEND, .send_cq = P.cq,
+				  .cap = { .max_send_wr = 8, .max_send_sge = 1 } };
+	struct hca_qp *ini = hca_qp_create(P.pd, &si, NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(ini);
+	/* target: INIT -> RTR only needs what XRC_RECV's row says */
+	struct ibv_port_attr pa;
+	hca_dev_query_port(P.dev, 1, &pa, sizeof(pa));
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RESET };
+	CU_ASSERT_EQUAL(hca_qp_modify(tgt, &a, IBV_QP_STATE), 0);
+	a.qp_state = IBV_QPS_INIT; a.port_num = 1;
+	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+	CU_ASSERT_EQUAL(hca_qp_modify(tgt, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+				      IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR; a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = hca_qp_num(ini); a.ah_attr.dlid = pa.lid; a.ah_attr.port_num = 1;
+	a.max_dest_rd_atomic = 1; a.min_rnr_timer = 1;
+	CU_ASSERT_EQUAL(hca_qp_modify(tgt, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				      IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				      IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER), 0);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT; a.port_num = 1;
+	CU_ASSERT_EQUAL(hca_qp_modify(ini, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+				      IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
+	a.qp_state = IBV_QPS_RTR; a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = hca_qp_num(tgt); a.ah_attr.dlid = pa.lid; a.ah_attr.port_num = 1;
+	CU_ASSERT_EQUAL(hca_qp_modify(ini, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				      IBV_QP_DEST_QPN | IBV_QP_RQ_PSN), 0);
+	a.qp_state = IBV_QPS_RTS; a.timeout = 1; a.retry_cnt = 1; a.rnr_retry = 7;
+	a.max_rd_atomic = 1;
+	CU_ASSERT_EQUAL(hca_qp_modify(ini, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
+				      IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				      IBV_QP_MAX_QP_RD_ATOMIC), 0);
+
+	struct ibv_sge rs = { (uintptr_t)P.buf + 4096, 256, P.key };
+	struct ibv_recv_wr rw = { .wr_id = 77, .sg_list = &rs, .num_sge = 1 }, *rbad;
+	CU_ASSERT_EQUAL(hca_srq_post_recv(srq, &rw, &rbad), 0);
+	memset(P.buf, 0x3c, 100);
+	struct ibv_sge s = { (uintptr_t)P.buf, 100, P.key };
+	struct ibv_send_wr wr = { .wr_id = 5, .sg_list = &s, .num_sge = 1,
+				  .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED }, *bad;
+	wr.qp_type.xrc.remote_srqn = hca_srq_num(srq);
+	CU_ASSERT_EQUAL(hca_qp_post_send(ini, &wr, &bad), 0);
+	CU_ASSERT_EQUAL(poll_n(wc, 2), 2);
+	CU_ASSERT_EQUAL(wc[0].status, IBV_WC_SUCCESS);
+	CU_ASSERT_EQUAL(wc[1].status, IBV_WC_SUCCESS);
+	CU_ASSERT_EQUAL(memcmp(P.buf, P.buf + 4096, 100), 0);
+
+	/* a target QP is reachable by number through the domain */
+	struct hca_qp *opened = hca_qp_open(x2, hca_qp_num(tgt), NULL);
+	CU_ASSERT_PTR_NOT_NULL(opened);
+	CU_ASSERT_EQUAL(hca_xrcd_close(x), EBUSY);
+	CU_ASSERT_EQUAL(hca_qp_destroy(ini), 0);
+	CU_ASSERT_EQUAL(hca_qp_destroy(tgt), 0);
+	CU_ASSERT_EQUAL(hca_qp_destroy(opened), 0);
+	CU_ASSERT_EQUAL(hca_srq_destroy(srq), 0);
+	CU_ASSERT_EQUAL(hca_xrcd_close(x), 0);
+	CU_ASSERT_EQUAL(hca_xrcd_close(x2), 0);
+	close(fd);
+	unlink(path);
+	pair_close();
+}
+
 static int add_suites(void)
 {
 	CU_pSuite s = CU_add_suite("hca_datapath", NULL, NULL);
@@ -336,7 +422,8 @@ static int add_suites(void)
 	    !CU_add_test(s, "RC bad rkey: remote access error", test_rc_bad_rkey) ||
 	    !CU_add_test(s, "RC bad lkey: local protection error", test_rc_bad_lkey) ||
 	    !CU_add_test(s, "bad WR: bad_wr points at it", test_bad_wr) ||
-	    !CU_add_test(s, "UD Q_Key mismatch drops", test_ud_qkey))
+	    !CU_add_test(s, "UD Q_Key mismatch drops", test_ud_qkey) ||
+	    !CU_add_test(s, "XRC send to an SRQ by number", test_xrc_send))
 		return -1;
 	return 0;
 }
