@@ -380,8 +380,13 @@ int hca_wire_parse(const uint8_t *buf, size_t len, const struct hca_ip4udp *ip,
 
 /* ---- ICRC ---- */
 
-/* Standard CRC-32 (Ethernet, zlib), chainable: start with crc = 0. */
+/*
+ * Standard CRC-32 (Ethernet, zlib), chainable: start with crc = 0.  Uses
+ * carry-less multiply where the CPU has it (SOFTIB_NO_CLMUL=1 forbids it);
+ * hca_crc32_tables is the table method alone, for tests to compare.
+ */
 uint32_t hca_crc32(uint32_t crc, const void *p, size_t n);
+uint32_t hca_crc32_tables(uint32_t crc, const void *p, size_t n);
 
 /*
  * The ICRC of the packet bth[0 .. len) -- len counts the ICRC trailer
