@@ -226,8 +226,11 @@ int hca_cq_poll(struct hca_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts)
 		errno = EINVAL;
 		return -1;
 	}
-	/* requests held back by RNR or retry timers make progress here too */
+	/* requests held back by RNR or retry timers make progress here too,
+	 * and a busy poller reads its own UDP answers without a thread hop */
 	hca_dev_run_waiting(dev);
+	if (atomic_load_explicit(&dev->udp_qps, memory_order_relaxed))
+		hca_link_rx(dev, false);
 	pthread_mutex_lock(&cq->poll_lock);
 	while (got < n && hca_ring_pop(cq->ring, &c, sizeof(c)) == 0) {
 		cqe_to_wc(&c, &wc[got]);

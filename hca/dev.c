@@ -31,12 +31,14 @@ static int pidfd_open_(pid_t pid)
 }
 
 /* Abstract socket names live in the network namespace: a host. */
-static socklen_t db_addr(struct sockaddr_un *a, uint16_t slot, uint32_t gen)
+static socklen_t db_addr(struct hca_dev *dev, struct sockaddr_un *a, uint16_t slot,
+			 uint32_t gen)
 {
 	memset(a, 0, sizeof(*a));
 	a->sun_family = AF_UNIX;
 	int n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1,
-			 "softib-%u-db-%u-%u", (unsigned)getuid(), slot, gen);
+			 "softib-%u-%08x-db-%u-%u", (unsigned)getuid(), dev->seg->nonce,
+			 slot, gen);
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
 }
 
@@ -44,7 +46,7 @@ int hca_dev_notify(struct hca_dev *dev, uint16_t slot, uint32_t gen,
 		   const void *msg, size_t len)
 {
 	struct sockaddr_un a;
-	socklen_t al = db_addr(&a, slot, gen);
+	socklen_t al = db_addr(dev, &a, slot, gen);
 
 	if (sendto(dev->db_fd, msg, len, MSG_DONTWAIT, (struct sockaddr *)&a, al) < 0)
 		return errno;
@@ -317,7 +319,10 @@ static void *progress_main(void *arg)
 				if (read(dev->timer_fd, &v, sizeof(v)) < 0)
 					continue;
 				scan_members(dev);
+				hca_link_tick(dev);
 				hca_dev_run_waiting(dev);
+			} else if (tag == 3) {
+				hca_link_rx(dev, true);
 			} else if (tag & 0x100000000ULL) {
 				peer_died(dev, (uint16_t)(tag & 0xffff));
 			}
@@ -342,6 +347,10 @@ static int progress_start(struct hca_dev *dev)
 	epoll_ctl(dev->epfd, EPOLL_CTL_ADD, dev->db_fd, &ev);
 	ev.data.u64 = 2;
 	epoll_ctl(dev->epfd, EPOLL_CTL_ADD, dev->timer_fd, &ev);
+	if (dev->link.fd >= 0) {
+		ev.data.u64 = 3;
+		epoll_ctl(dev->epfd, EPOLL_CTL_ADD, dev->link.fd, &ev);
+	}
 	timerfd_settime(dev->timer_fd, 0, &its, NULL);
 	if (pthread_create(&dev->progress, NULL, progress_main, dev))
 		return EAGAIN;
@@ -365,7 +374,7 @@ static int dev_attach(struct hca_dev *dev)
 	dev->db_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (dev->db_fd < 0)
 		return errno;
-	al = db_addr(&a, dev->slot, dev->gen);
+	al = db_addr(dev, &a, dev->slot, dev->gen);
 	if (bind(dev->db_fd, (struct sockaddr *)&a, al))
 		return errno;
 	return hca_bounce_attach(dev);
@@ -381,6 +390,7 @@ static void dev_free(struct hca_dev *dev)
 	for (int s = 0; s < HCA_MAX_PROCS; s++)
 		if (dev->peers[s].pidfd >= 0)
 			close(dev->peers[s].pidfd);
+	hca_link_fini(dev);
 	if (dev->seg && dev->gen)
 		reclaim_slot(dev->seg, dev->slot, dev->gen);
 	if (dev->db_fd >= 0)
@@ -405,6 +415,7 @@ static struct hca_dev *dev_create(void)
 	if (!dev)
 		return NULL;
 	dev->db_fd = dev->epfd = dev->timer_fd = dev->stop_fd = -1;
+	dev->link.fd = -1;
 	for (int s = 0; s < HCA_MAX_PROCS; s++)
 		dev->peers[s].pidfd = -1;
 	pthread_mutex_init(&dev->lock, NULL);
@@ -420,6 +431,9 @@ static struct hca_dev *dev_create(void)
 	if (rc)
 		goto err;
 	rc = dev_attach(dev);
+	if (rc)
+		goto err;
+	rc = hca_link_init(dev);
 	if (rc)
 		goto err;
 	rc = progress_start(dev);

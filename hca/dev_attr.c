@@ -330,7 +330,7 @@ int hca_fill_device_attr_ex(struct ibv_device_attr_ex *attr, size_t attr_size,
 	d->vendor_id = HCA_VENDOR_ID;
 	d->vendor_part_id = HCA_VENDOR_PART_ID;
 	d->hw_ver = HCA_HW_VER;
-	d->max_qp = HCA_MAX_QP;
+	d->max_qp = HCA_QP_PER_PROC; /* what one process can hold: QPNs name their slot */
 	d->max_qp_wr = HCA_MAX_QP_WR;
 	d->device_cap_flags = HCA_DEVICE_CAP_FLAGS;
 	d->max_sge = HCA_MAX_SGE;
@@ -342,7 +342,7 @@ int hca_fill_device_attr_ex(struct ibv_device_attr_ex *attr, size_t attr_size,
 	d->max_qp_rd_atom = HCA_MAX_RD_ATOM;
 	d->max_qp_init_rd_atom = HCA_MAX_RD_ATOM;
 	/* responder resources are per QP, so every QP may hold its share */
-	d->max_res_rd_atom = HCA_MAX_RD_ATOM * HCA_MAX_QP;
+	d->max_res_rd_atom = HCA_MAX_RD_ATOM * HCA_QP_PER_PROC;
 	d->atomic_cap = IBV_ATOMIC_HCA; /* atomic among softib atomics only */
 	d->max_mcast_grp = HCA_MAX_MCAST_GRP;
 	d->max_mcast_qp_attach = HCA_MAX_QP_PER_MCG;

@@ -34,13 +34,14 @@ struct async_msg {
 
 static _Atomic uint32_t next_chan_id = 1;
 
-static socklen_t chan_addr(struct sockaddr_un *a, uint16_t slot, uint32_t gen,
-			   uint32_t id)
+static socklen_t chan_addr(struct hca_dev *dev, struct sockaddr_un *a, uint16_t slot,
+			   uint32_t gen, uint32_t id)
 {
 	memset(a, 0, sizeof(*a));
 	a->sun_family = AF_UNIX;
 	int n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1,
-			 "softib-%u-ch-%u-%u-%u", (unsigned)getuid(), slot, gen, id);
+			 "softib-%u-%08x-ch-%u-%u-%u", (unsigned)getuid(), dev->seg->nonce,
+			 slot, gen, id);
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
 }
 
@@ -195,6 +196,7 @@ void hca_db_dispatch(struct hca_dev *dev, const struct hca_db_msg *m)
 {
 	if (m->kind == HCA_DB_BOUNCE) {
 		hca_bounce_serve(dev);
+
 	} else if (m->kind == HCA_DB_QP_FLUSH && m->idx < HCA_MAX_QP) {
 		struct hca_qp *qp = dev->qp_tab[m->idx];
 
@@ -242,7 +244,7 @@ struct hca_chan *hca_chan_create(struct hca_ctx *ctx)
 	ch->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (ch->fd < 0)
 		goto err;
-	al = chan_addr(&a, dev->slot, dev->gen, ch->id);
+	al = chan_addr(dev, &a, dev->slot, dev->gen, ch->id);
 	if (bind(ch->fd, (struct sockaddr *)&a, al))
 		goto err;
 	return ch;
@@ -294,7 +296,7 @@ int hca_chan_signal(struct hca_dev *dev, uint16_t owner, uint32_t owner_gen,
 {
 	struct chan_msg m = { .cq_idx = cq_idx, .handle = handle };
 	struct sockaddr_un a;
-	socklen_t al = chan_addr(&a, owner, owner_gen, chan);
+	socklen_t al = chan_addr(dev, &a, owner, owner_gen, chan);
 
 	if (sendto(dev->db_fd, &m, sizeof(m), MSG_DONTWAIT, (struct sockaddr *)&a, al) < 0)
 		return errno;

@@ -17,6 +17,9 @@
 #include <sys/uio.h>
 
 #include "dev_attr.h"
+#include "fault.h"
+#include "pcap.h"
+#include "wire.h"
 #include "hca.h"
 #include "opcode.h"
 #include "ring.h"
@@ -27,6 +30,28 @@ struct hca_peer {
 	uint32_t gen;
 	int pidfd;              /* -1 when not opened */
 	bool dead;
+};
+
+/* Largest datagram: BTH + headers + a 4096-byte MTU payload + ICRC. */
+#define HCA_PKT_MAX 4224
+
+/* The UDP link of this process (link_udp.c). */
+struct hca_link {
+	int fd;                 /* bound to port base + our slot */
+	uint32_t ip;            /* our IPv4 address, host order */
+	uint16_t base, port;
+	bool force_udp;         /* SOFTIB_LINK=udp */
+	struct hca_fault *fault;
+	struct hca_pcap *pcap;
+	pthread_mutex_t rx_lock;  /* one receiver at a time: packet order */
+	pthread_mutex_t tx_lock;  /* the fault injector's held datagram */
+	uint8_t held[HCA_PKT_MAX];
+	size_t held_len;
+	uint32_t held_to;
+	uint16_t held_port;
+	uint64_t held_ns;
+	_Atomic uint64_t tx_pkts, rx_pkts, fwd_pkts, tx_errors, drops_other;
+	_Atomic uint64_t drops[HCA_WIRE_ERR_MAX];
 };
 
 struct hca_dev {
@@ -58,6 +83,8 @@ struct hca_dev {
 	struct hca_srq *srq_tab[HCA_MAX_SRQ];
 	uint16_t xrc_local[HCA_MAX_QP]; /* our handles on each XRC target QP */
 	struct hca_ctx *ctxs;
+	struct hca_link link;
+	_Atomic int udp_qps;    /* QPs whose path is the UDP link: poll reads it */
 };
 
 struct hca_ctx {
@@ -149,6 +176,13 @@ struct hca_swqe {
 	uint32_t total_len;
 	struct ibv_sge *sge;        /* num_sge entries, private copy */
 	uint8_t *inl;               /* inline payload copy */
+	/* UDP link: the PSNs it was given, what its responses brought */
+	bool psn_set;
+	bool done;                  /* READ / atomic: response complete */
+	uint32_t first_psn, npkts;
+	uint32_t rd_pkts;           /* READ response packets received */
+	uint64_t rd_bytes;
+	uint64_t atomic_orig;
 };
 
 struct hca_qp {
@@ -183,6 +217,25 @@ struct hca_qp {
 	struct hca_qp *next_wait;
 	bool sqd_event_due;
 	_Atomic int pin;            /* progress thread is running it */
+
+	/* UDP link, requester (sq_lock) */
+	bool udp;                   /* RC/UC/XRC path leads over UDP */
+	uint32_t udp_daddr;
+	uint32_t sq_next;           /* next WQE to transmit */
+	uint32_t psn;               /* next PSN to assign */
+	uint32_t acked_psn;
+	uint64_t last_progress_ns;
+	uint64_t rnr_until_ns;
+	/* UDP link, responder (resp_lock) */
+	pthread_mutex_t resp_lock;
+	uint32_t epsn, msn;
+	bool nak_sent, in_msg;
+	uint32_t msg_psn;           /* first PSN of the message being assembled */
+	struct hca_wire_hdr msg_hdr;  /* its first packet's headers */
+	uint8_t *rbuf;
+	size_t rlen, rcap;
+	struct { uint32_t psn; uint64_t orig; bool valid; } replay[16];
+	unsigned replay_next;
 	int mcast_count;
 };
 
@@ -213,6 +266,7 @@ struct hca_msg {
 	uint64_t atomic_orig;    /* out */
 	const struct hca_ah *ah; /* UD: for the GRH */
 	uint32_t xrc_srqn;       /* XRC: the SRQ the XRCETH names */
+	union ibv_gid sgid;      /* UD: the sender's GID, for the GRH */
 };
 
 /* RC and XRC are the reliable transports: ACKs, RNR, retries. */
@@ -282,6 +336,32 @@ void hca_xrc_reg(struct hca_seg *seg, struct hca_qp_ent *e, uint16_t slot, bool 
 bool hca_xrc_unreg_last(struct hca_seg *seg, struct hca_qp_ent *e, uint16_t slot);
 void hca_xrc_reclaim(struct hca_seg *seg, uint16_t slot);
 void hca_qp_ent_free(struct hca_seg *seg, struct hca_qp_ent *e, uint64_t rq_bytes);
+
+/* link_udp.c, udp_req.c, udp_resp.c */
+int hca_link_init(struct hca_dev *dev);
+void hca_link_fini(struct hca_dev *dev);
+void hca_link_tick(struct hca_dev *dev);
+void hca_link_rx(struct hca_dev *dev, bool wait);
+int hca_link_send(struct hca_dev *dev, uint32_t daddr, uint8_t *pkt, size_t hdr_len,
+		  size_t plen);
+bool hca_link_gid_ip(const union ibv_gid *gid, uint32_t *ip);
+void hca_udp_req_rx(struct hca_qp *qp, const struct hca_wire_hdr *h,
+		    const uint8_t *pl, size_t plen);
+void hca_udp_resp_rx(struct hca_qp *qp, const struct hca_wire_hdr *h,
+		     const uint8_t *pl, size_t plen, uint32_t saddr);
+void hca_udp_sq_progress(struct hca_qp *qp);
+enum hca_resp_status hca_udp_send_ud(struct hca_qp *qp, struct hca_swqe *w,
+				     struct hca_msg *m, uint32_t daddr);
+void hca_udp_path_set(struct hca_qp *qp);
+uint8_t hca_wire_transport(enum ibv_qp_type t);
+
+/* req.c helpers shared with udp_req.c */
+enum ibv_wc_status hca_req_local_iov(struct hca_qp *qp, const struct hca_swqe *w,
+				     struct iovec *iov, int *n);
+void hca_req_complete(struct hca_qp *qp, struct hca_swqe *w, enum ibv_wc_status st);
+void hca_req_fail_head(struct hca_qp *qp, struct hca_swqe *w, enum ibv_wc_status st);
+uint32_t hca_path_mtu_bytes(struct hca_qp *qp);
+extern const uint32_t hca_rnr_timer_us[32];
 
 /* qp.c */
 struct hca_qp_ent *hca_qp_lookup(struct hca_seg *seg, uint32_t qpn);

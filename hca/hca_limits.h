@@ -7,8 +7,9 @@
 #define HCA_LIMITS_H
 
 #define HCA_MAX_PROCS      256      /* process slots in the segment */
-#define HCA_MAX_QP         16384    /* QP directory entries (QPN index bits: 14) */
-#define HCA_QPN_IDX_BITS   14
+#define HCA_QP_PER_PROC    256      /* QP numbers a process slot owns */
+#define HCA_MAX_QP         (HCA_MAX_PROCS * HCA_QP_PER_PROC) /* directory entries */
+#define HCA_QPN_IDX_BITS   16       /* QPN = generation (8) | slot (8) | k (8) */
 #define HCA_MAX_CQ         16384
 #define HCA_MAX_SRQ        4096
 #define HCA_MAX_MR         65536    /* MR table entries (key index bits: 16) */

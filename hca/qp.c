@@ -31,11 +31,30 @@ struct hca_qp_ent *hca_qp_lookup(struct hca_seg *seg, uint32_t qpn)
 
 static uint32_t qpn_make(struct hca_seg *seg, uint32_t idx)
 {
-	uint32_t g = seg->qp_gen[idx] & ((1u << (24 - HCA_QPN_IDX_BITS)) - 1);
+	if (!seg->qp_gen[idx])
+		seg->qp_gen[idx] = 1;
+	return ((uint32_t)seg->qp_gen[idx] << HCA_QPN_IDX_BITS) | idx;
+}
 
-	if (!g)
-		g = seg->qp_gen[idx] = 1;
-	return (g << HCA_QPN_IDX_BITS) | idx;
+/*
+ * A free directory index of our slot, round-robin from the last one
+ * handed out (seg->lock held). Index = slot << 8 | k: the QP number names
+ * its owner's slot, which is how a remote host finds the UDP port of a QP
+ * (link_udp.c). Indexes 0 and 1 (QPN 0 and 1 are SMI and GSI) are never
+ * used.
+ */
+static uint32_t qp_idx_alloc(struct hca_seg *seg, uint16_t slot)
+{
+	for (unsigned n = 0; n < HCA_QP_PER_PROC; n++) {
+		uint8_t k = (uint8_t)(seg->qp_next[slot] + n);
+		uint32_t idx = (uint32_t)slot * HCA_QP_PER_PROC + k;
+
+		if (idx < 2 || atomic_load(&seg->qps[idx].qpn))
+			continue;
+		seg->qp_next[slot] = (uint8_t)(k + 1);
+		return idx;
+	}
+	return HCA_NONE;
 }
 
 static int qp_caps_ok(const struct hca_qp_init *in)
@@ -116,7 +135,8 @@ static int qp_publish(struct hca_dev *dev, struct hca_qp *qp)
 	uint64_t off = 0, bytes = 0;
 	uint32_t idx;
 
-	if (!seg->qp_fifo_len)
+	idx = qp_idx_alloc(seg, dev->slot);
+	if (idx == HCA_NONE)
 		return ENOMEM;
 	if (has_rq(qp)) {
 		bytes = hca_ring_bytes(qp->cap.max_recv_wr, hca_rwqe_body(qp->cap.max_recv_sge));
@@ -126,9 +146,6 @@ static int qp_publish(struct hca_dev *dev, struct hca_qp *qp)
 		hca_ring_init(hca_seg_ptr(seg, off), qp->cap.max_recv_wr,
 			      hca_rwqe_body(qp->cap.max_recv_sge));
 	}
-	idx = seg->qp_fifo[seg->qp_fifo_head];
-	seg->qp_fifo_head = (seg->qp_fifo_head + 1) % HCA_MAX_QP;
-	seg->qp_fifo_len--;
 
 	struct hca_qp_ent *e = &seg->qps[idx];
 	e->owner = dev->slot;
@@ -187,6 +204,10 @@ static void qp_refs(struct hca_qp *qp, int d)
 
 static void qp_free_private(struct hca_qp *qp)
 {
+	if (qp->udp)
+		atomic_fetch_sub(&qp->dev->udp_qps, 1);
+	free(qp->rbuf);
+	pthread_mutex_destroy(&qp->resp_lock);
 	free(qp->sq);
 	free(qp->sq_sge);
 	free(qp->sq_inl);
@@ -221,6 +242,7 @@ struct hca_qp *hca_qp_create(struct hca_pd *pd, struct hca_qp_init *init, void *
 	qp->sq_sig_all = init->sq_sig_all;
 	qp->user = user;
 	pthread_mutex_init(&qp->sq_lock, NULL);
+	pthread_mutex_init(&qp->resp_lock, NULL);
 	qp_grant_caps(qp, &init->cap);
 	rc = qp_alloc_sq(qp);
 	if (rc)
@@ -281,6 +303,7 @@ void hca_qp_flush_sq(struct hca_qp *qp)
 		push_flush(qp, qp->scq, w->wr.wr_id, hca_wc_opcode_of(w->wr.opcode));
 		qp->sq_head++;
 	}
+	qp->sq_next = qp->sq_head;
 }
 
 void hca_qp_flush(struct hca_qp *qp)
@@ -307,7 +330,8 @@ static void qp_reset(struct hca_qp *qp)
 	uint8_t buf[sizeof(struct hca_rwqe)];
 
 	pthread_mutex_lock(&qp->sq_lock);
-	qp->sq_head = qp->sq_tail;
+	qp->sq_head = qp->sq_next = qp->sq_tail;
+	qp->wait_until_ns = 0;
 	pthread_mutex_unlock(&qp->sq_lock);
 	if (qp->rq)
 		while (hca_ring_pop(qp->rq, buf, sizeof(buf)) == 0)
@@ -409,6 +433,7 @@ static void modify_apply(struct hca_qp *qp, const struct ibv_qp_attr *a, int mas
 }
 
 static int qp_modify(struct hca_qp *qp, struct ibv_qp_attr *a, int mask);
+static void qp_path_set(struct hca_qp *qp);
 
 /* An XRC target QP may be modified by any process that holds it. */
 int hca_qp_modify(struct hca_qp *qp, struct ibv_qp_attr *a, int mask)
@@ -440,6 +465,14 @@ static int qp_modify(struct hca_qp *qp, struct ibv_qp_attr *a, int mask)
 		hca_qp_to_error(qp);
 		return 0;
 	}
+	if (mask & IBV_QP_RQ_PSN)
+		qp->epsn = qp->attr->rq_psn;
+	if (next == IBV_QPS_RTR && cur == IBV_QPS_INIT)
+		qp_path_set(qp);
+	if (next == IBV_QPS_RTS && cur == IBV_QPS_RTR) {
+		qp->psn = qp->attr->sq_psn;
+		qp->acked_psn = (qp->psn - 1) & 0xffffff;
+	}
 	qp->attr->qp_state = next;
 	atomic_store(&qp->ent->state, next);
 	if (next == IBV_QPS_SQD) {
@@ -454,6 +487,16 @@ static int qp_modify(struct hca_qp *qp, struct ibv_qp_attr *a, int mask)
 		hca_sq_progress(qp); /* SQD -> RTS resumes held WQEs */
 	}
 	return 0;
+}
+
+/* Connected: over the UDP link or the host's shared memory? */
+static void qp_path_set(struct hca_qp *qp)
+{
+	bool was = qp->udp;
+
+	hca_udp_path_set(qp);
+	if (qp->udp != was)
+		atomic_fetch_add(&qp->dev->udp_qps, qp->udp ? 1 : -1);
 }
 
 int hca_qp_query(struct hca_qp *qp, struct ibv_qp_attr *attr, int mask,
@@ -499,7 +542,6 @@ void hca_qp_ent_free(struct hca_seg *seg, struct hca_qp_ent *e, uint64_t rq_byte
 				m->qpn[k--] = m->qpn[--m->nqp];
 	}
 	seg->qp_gen[idx]++;
-	seg->qp_fifo[(seg->qp_fifo_head + seg->qp_fifo_len++) % HCA_MAX_QP] = idx;
 }
 
 /*
@@ -539,6 +581,9 @@ int hca_qp_destroy(struct hca_qp *qp)
 		hca_qp_ent_free(seg, qp->ent, qp->rq_size);
 		dev->qp_tab[qp->idx] = NULL;
 		hca_seg_unlock(seg);
+		/* a packet being handled for it finishes before it goes */
+		pthread_mutex_lock(&dev->link.rx_lock);
+		pthread_mutex_unlock(&dev->link.rx_lock);
 	}
 	qp_refs(qp, -1);
 	qp_free_private(qp);

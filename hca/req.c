@@ -16,7 +16,7 @@
 #include "hca_int.h"
 
 /* IB spec encoding of the RNR NAK timer, in microseconds. */
-static const uint32_t rnr_timer_us[32] = {
+const uint32_t hca_rnr_timer_us[32] = {
 	655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960,
 	1280, 1920, 2560, 3840, 5120, 7680, 10240, 15360, 20480, 30720,
 	40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520,
@@ -59,6 +59,9 @@ static void wr_queue(struct hca_qp *qp, const struct ibv_send_wr *wr)
 	w->wr = *wr;
 	w->wr.next = NULL;
 	w->wr.sg_list = w->sge;
+	w->psn_set = w->done = false;
+	w->rd_pkts = 0;
+	w->rd_bytes = 0;
 	if (wr->send_flags & IBV_SEND_INLINE) {
 		for (int i = 0; i < wr->num_sge; i++) {
 			memcpy(w->inl + total, (void *)(uintptr_t)wr->sg_list[i].addr,
@@ -112,9 +115,12 @@ int hca_qp_post_send(struct hca_qp *qp, struct ibv_send_wr *wr,
 /* ---- executing ---- */
 
 /* Local SGEs to iovecs: each lkey ours, in our PD, covering the range. */
-static enum ibv_wc_status local_iov(struct hca_qp *qp, const struct hca_swqe *w,
-				    unsigned need_access, struct iovec *iov, int *n)
+enum ibv_wc_status hca_req_local_iov(struct hca_qp *qp, const struct hca_swqe *w,
+				     struct iovec *iov, int *n)
 {
+	const struct hca_opcode *op = hca_opcode_get(w->wr.opcode);
+	unsigned need_access = (op->flags & (HCA_OPF_READ | HCA_OPF_ATOMIC)) ?
+			       IBV_ACCESS_LOCAL_WRITE : 0;
 	struct hca_seg *seg = qp->dev->seg;
 
 	*n = 0;
@@ -195,9 +201,14 @@ static enum hca_resp_status send_mcast(struct hca_qp *qp, struct hca_msg *m,
 	return HCA_RESP_ACK;
 }
 
-static uint32_t path_mtu_bytes(struct hca_qp *qp)
+/* The path MTU in bytes: the QP's (RC, UC, XRC) within the port's. */
+uint32_t hca_path_mtu_bytes(struct hca_qp *qp)
 {
-	return 128u << qp->dev->mtu; /* IBV_MTU_256 == 1 */
+	enum ibv_mtu m = qp->dev->mtu;
+
+	if (qp->type != IBV_QPT_UD && qp->attr->path_mtu && qp->attr->path_mtu < m)
+		m = qp->attr->path_mtu;
+	return 128u << m; /* IBV_MTU_256 == 1 */
 }
 
 /* Fill the request from the WQE and the QP's path; status on local error. */
@@ -205,12 +216,10 @@ static enum ibv_wc_status build_msg(struct hca_qp *qp, struct hca_swqe *w,
 				    struct hca_msg *m, struct iovec *iov)
 {
 	const struct hca_opcode *op = hca_opcode_get(w->wr.opcode);
-	unsigned acc = (op->flags & (HCA_OPF_READ | HCA_OPF_ATOMIC)) ?
-		       IBV_ACCESS_LOCAL_WRITE : 0;
 	enum ibv_wc_status st;
 
 	memset(m, 0, sizeof(*m));
-	st = local_iov(qp, w, acc, iov, &m->iovcnt);
+	st = hca_req_local_iov(qp, w, iov, &m->iovcnt);
 	if (st)
 		return st;
 	m->iov = iov;
@@ -233,13 +242,15 @@ static enum ibv_wc_status build_msg(struct hca_qp *qp, struct hca_swqe *w,
 		m->rkey = w->wr.wr.rdma.rkey;
 	}
 	if (qp->type == IBV_QPT_UD) {
-		if (w->total_len > path_mtu_bytes(qp))
+		if (w->total_len > hca_path_mtu_bytes(qp))
 			return IBV_WC_LOC_LEN_ERR;
 		m->dst_qpn = w->wr.wr.ud.remote_qpn;
 		/* a Q_Key with the high bit set means: use the QP's own */
 		m->qkey = (w->wr.wr.ud.remote_qkey & 0x80000000u) ? qp->attr->qkey
 								  : w->wr.wr.ud.remote_qkey;
 		m->ah = &w->ah;
+		if (hca_gid_entry(&qp->dev->net, qp->dev->guid, 0, &m->sgid))
+			memset(&m->sgid, 0, sizeof(m->sgid));
 	} else {
 		m->dst_qpn = qp->attr->dest_qp_num;
 		m->xrc_srqn = w->wr.qp_type.xrc.remote_srqn;
@@ -250,9 +261,17 @@ static enum ibv_wc_status build_msg(struct hca_qp *qp, struct hca_swqe *w,
 static enum hca_resp_status deliver(struct hca_qp *qp, struct hca_swqe *w,
 				    struct hca_msg *m)
 {
+	uint32_t ip;
+
 	if (qp->type == IBV_QPT_UD) {
 		if (is_mcast_lid(w->ah.dlid))
 			return send_mcast(qp, m, w);
+		if (w->ah.is_global && hca_link_gid_ip(&w->ah.dgid, &ip) &&
+		    (qp->dev->link.force_udp ||
+		     !route_local(qp, 0, true, &w->ah.dgid)))
+			return hca_udp_send_ud(qp, w, m, ip);
+		if (qp->dev->link.force_udp && !w->ah.is_global)
+			return hca_udp_send_ud(qp, w, m, qp->dev->link.ip);
 		if (!route_local(qp, w->ah.dlid, w->ah.is_global, &w->ah.dgid))
 			return HCA_RESP_DROP;
 	} else if (!route_local(qp, qp->attr->ah_attr.dlid, qp->attr->ah_attr.is_global,
@@ -262,7 +281,7 @@ static enum hca_resp_status deliver(struct hca_qp *qp, struct hca_swqe *w,
 	return hca_resp_execute(qp->dev, m);
 }
 
-static void complete(struct hca_qp *qp, struct hca_swqe *w, enum ibv_wc_status st)
+void hca_req_complete(struct hca_qp *qp, struct hca_swqe *w, enum ibv_wc_status st)
 {
 	const struct hca_opcode *op = hca_opcode_get(w->wr.opcode);
 	struct hca_cqe c = { .wr_id = w->wr.wr_id, .status = st, .qp_num = qp->qpn,
@@ -278,9 +297,9 @@ static void complete(struct hca_qp *qp, struct hca_swqe *w, enum ibv_wc_status s
 }
 
 /* A requester error: the WQE completes in error, the QP errs and flushes. */
-static void fail_head(struct hca_qp *qp, struct hca_swqe *w, enum ibv_wc_status st)
+void hca_req_fail_head(struct hca_qp *qp, struct hca_swqe *w, enum ibv_wc_status st)
 {
-	complete(qp, w, st);
+	hca_req_complete(qp, w, st);
 	qp->sq_head++;
 	atomic_store(&qp->ent->state, IBV_QPS_ERR);
 	qp->attr->qp_state = IBV_QPS_ERR;
@@ -305,7 +324,7 @@ static bool hold_for_retry(struct hca_qp *qp, struct hca_swqe *w)
 	uint8_t t = qp->attr->timeout;
 
 	if (t && qp->retry_left-- <= 0) {
-		fail_head(qp, w, IBV_WC_RETRY_EXC_ERR);
+		hca_req_fail_head(qp, w, IBV_WC_RETRY_EXC_ERR);
 		return false;
 	}
 	qp->wait_until_ns = hca_now_ns() + (t ? ack_timeout_ns(t) : 200000000ULL);
@@ -319,10 +338,10 @@ static bool hold_for_rnr(struct hca_qp *qp, struct hca_swqe *w, struct hca_msg *
 	uint8_t timer = e ? atomic_load(&e->min_rnr_timer) : 0;
 
 	if (qp->attr->rnr_retry != 7 && qp->rnr_left-- <= 0) {
-		fail_head(qp, w, IBV_WC_RNR_RETRY_EXC_ERR);
+		hca_req_fail_head(qp, w, IBV_WC_RNR_RETRY_EXC_ERR);
 		return false;
 	}
-	qp->wait_until_ns = hca_now_ns() + rnr_timer_us[timer & 31] * 1000ULL;
+	qp->wait_until_ns = hca_now_ns() + hca_rnr_timer_us[timer & 31] * 1000ULL;
 	return true;
 }
 
@@ -343,7 +362,7 @@ static bool exec_head(struct hca_qp *qp)
 
 	st = build_msg(qp, w, &m, iov);
 	if (st) {
-		fail_head(qp, w, st);
+		hca_req_fail_head(qp, w, st);
 		return false;
 	}
 	rs = deliver(qp, w, &m);
@@ -353,7 +372,7 @@ static bool exec_head(struct hca_qp *qp)
 	case HCA_RESP_ACK:
 		if (m.op == IBV_WR_ATOMIC_CMP_AND_SWP || m.op == IBV_WR_ATOMIC_FETCH_AND_ADD)
 			memcpy(iov[0].iov_base, &m.atomic_orig, 8);
-		complete(qp, w, IBV_WC_SUCCESS);
+		hca_req_complete(qp, w, IBV_WC_SUCCESS);
 		qp->sq_head++;
 		qp->rnr_left = qp->attr->rnr_retry;
 		qp->retry_left = qp->attr->retry_cnt;
@@ -365,7 +384,7 @@ static bool exec_head(struct hca_qp *qp)
 		hold_for_rnr(qp, w, &m);
 		return false;
 	default:
-		fail_head(qp, w, nak_status[rs]);
+		hca_req_fail_head(qp, w, nak_status[rs]);
 		return false;
 	}
 }
@@ -380,6 +399,10 @@ static void sq_progress_locked(struct hca_qp *qp)
 	}
 	if (s != IBV_QPS_RTS || qp->sq_head == qp->sq_tail)
 		goto drained;
+	if (qp->udp) {
+		hca_udp_sq_progress(qp);
+		goto drained;
+	}
 	if (qp->wait_until_ns) {
 		if (hca_now_ns() < qp->wait_until_ns) {
 			hca_dev_wait_add(qp->dev, qp);

@@ -186,7 +186,6 @@ static void resp_qp_error(struct resp_ctx *r, enum ibv_event_type ev)
 static void build_grh(struct resp_ctx *r, uint8_t *grh)
 {
 	const struct hca_ah *ah = r->m->ah;
-	union ibv_gid sgid;
 
 	memset(grh, 0, GRH_LEN);
 	if (!ah || !ah->is_global)
@@ -196,8 +195,7 @@ static void build_grh(struct resp_ctx *r, uint8_t *grh)
 	grh[5] = (uint8_t)r->m->len;
 	grh[6] = 0x1b;   /* next header: IBA transport */
 	grh[7] = ah->hop_limit;
-	if (hca_gid_entry(&r->dev->net, r->dev->guid, 0, &sgid) == 0)
-		memcpy(grh + 8, sgid.raw, 16);
+	memcpy(grh + 8, r->m->sgid.raw, 16);
 	memcpy(grh + 24, ah->dgid.raw, 16);
 }
 

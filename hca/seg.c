@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -56,20 +57,25 @@ void hca_seg_unlock(struct hca_seg *seg)
 	pthread_mutex_unlock(&seg->lock);
 }
 
-static void seg_name(char *buf, size_t len)
+void hca_seg_name(char *buf, size_t len)
 {
 	struct stat st;
 	unsigned long ino = 0;
 
 	if (stat("/proc/self/ns/net", &st) == 0)
 		ino = (unsigned long)st.st_ino;
-	snprintf(buf, len, "/softib-%u-%lu", (unsigned)getuid(), ino);
+	/* the layout is in the name: two builds of softib on one host keep
+	 * to their own segments instead of replacing each other's */
+	snprintf(buf, len, "/softib-%u-%lu-v%u.%zu", (unsigned)getuid(), ino,
+		 HCA_SEG_VERSION, sizeof(struct hca_seg));
 }
 
 static void seg_init(struct hca_seg *seg, size_t len)
 {
 	uint64_t hdr = (sizeof(*seg) + 4095) & ~4095ULL;
 
+	if (getrandom(&seg->nonce, sizeof(seg->nonce), 0) != sizeof(seg->nonce))
+		seg->nonce = (uint32_t)hca_now_ns() ^ (uint32_t)getpid();
 	seg->magic = HCA_SEG_MAGIC;
 	seg->version = HCA_SEG_VERSION;
 	seg->layout_size = sizeof(*seg);
@@ -81,9 +87,6 @@ static void seg_init(struct hca_seg *seg, size_t len)
 	seg->heap_off = hdr;
 	seg->heap_size = len - hdr;
 	seg->heap_bump = 0;
-	/* QP index 0 and 1 would give QPN 0/1 (SMI/GSI): never handed out */
-	for (uint32_t i = 2; i < HCA_MAX_QP; i++)
-		seg->qp_fifo[seg->qp_fifo_len++] = i;
 	for (uint32_t i = 0; i < HCA_MAX_QP; i++)
 		seg->qp_gen[i] = 1;
 	atomic_store_explicit(&seg->ready, 1, memory_order_release);
@@ -158,7 +161,7 @@ int hca_seg_map(struct hca_seg **out, size_t *lenp)
 	size_t len = ((sizeof(struct hca_seg) + 4095) & ~4095ULL) + HCA_HEAP_SIZE;
 	int rc;
 
-	seg_name(name, sizeof(name));
+	hca_seg_name(name, sizeof(name));
 	rc = seg_try_map(name, len, out);
 	if (rc == ESTALE) {
 		/*

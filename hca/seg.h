@@ -35,7 +35,7 @@
 #include "hca_limits.h"
 
 #define HCA_SEG_MAGIC   0x534f46544942ULL /* "SOFTIB" */
-#define HCA_SEG_VERSION 5
+#define HCA_SEG_VERSION 8
 #define HCA_HEAP_SIZE   (1ULL << 31)      /* sparse: tmpfs pages on touch */
 #define HCA_HEAP_MIN_ORDER 12
 #define HCA_HEAP_MAX_ORDER 31
@@ -152,6 +152,9 @@ struct hca_seg {
 	uint32_t version;
 	uint32_t layout_size;          /* sizeof(struct hca_seg): layout check */
 	_Atomic uint32_t ready;
+	uint32_t nonce;                /* names this segment's sockets: a
+					* segment made anew (another layout)
+					* never meets the old one's names */
 	pthread_mutex_t lock;          /* robust, process-shared */
 	_Atomic uint32_t members;      /* bumped when a process joins/leaves */
 	uint32_t next_pd;
@@ -163,10 +166,11 @@ struct hca_seg {
 	struct hca_quarantine quar[HCA_QUARANTINE_LEN];
 	uint32_t nquar;
 
-	/* QP index FIFO for delayed reuse of QP numbers */
-	uint32_t qp_fifo[HCA_MAX_QP];
-	uint32_t qp_fifo_head, qp_fifo_len;
-	uint16_t qp_gen[HCA_MAX_QP];
+	/* QP numbers: each slot owns HCA_QP_PER_PROC directory indexes and
+	 * hands them out round-robin from qp_next, so a freed one comes back
+	 * last; qp_gen[] makes the number differ even then */
+	uint8_t qp_next[HCA_MAX_PROCS];
+	uint8_t qp_gen[HCA_MAX_QP];
 	uint16_t mr_gen[HCA_MAX_MR];
 	uint32_t mr_hint;
 
@@ -179,6 +183,9 @@ struct hca_seg {
 	struct hca_xrcd_ent xrcds[HCA_MAX_XRCD];
 	pthread_mutex_t atomic_locks[HCA_ATOMIC_LOCKS];
 };
+
+/* The shm name of the segment of this user, host and layout. */
+void hca_seg_name(char *buf, size_t len);
 
 /* Map (creating if needed) the segment of this user and host. */
 int hca_seg_map(struct hca_seg **out, size_t *len);

@@ -226,6 +226,7 @@ struct hca_qp *hca_qp_open(struct hca_xrcd *x, uint32_t qpn, void *user)
 	qp->attr = &e->attr;
 	qp->user = user;
 	pthread_mutex_init(&qp->sq_lock, NULL);
+	pthread_mutex_init(&qp->resp_lock, NULL);
 	pthread_mutex_lock(&dev->lock);
 	dev->xrc_local[qp->idx]++;
 	dev->qp_tab[qp->idx] = qp;

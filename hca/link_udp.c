@@ -1,0 +1,288 @@
+/*
+ * The inter-host link: RoCEv2 packets in UDP datagrams.
+ *
+ * Each softib process has one UDP socket. Its port is derived from its
+ * process slot: base + slot, base being the RoCEv2 port 4791
+ * (SOFTIB_UDP_PORT moves it). A QP number names its owner's slot (bits
+ * 8..15: qp.c), so a requester anywhere finds the port of any QP from the
+ * QP number alone, and the responder and requester of a QP always run in
+ * the QP's own process. tshark decodes port 4791 as RoCEv2 by itself; the
+ * other ports with `-d udp.port==N,infiniband` (docs/udp-link.md) — the
+ * pcap files softib writes put 4791 on every packet, so they decode as
+ * they are.
+ *
+ * Outgoing datagrams pass the fault injector (SOFTIB_FAULT) and are
+ * recorded by the pcap writer (SOFTIB_PCAP). Incoming ones are parsed and
+ * checked (ICRC included); a bad one is dropped and counted by cause.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hca_int.h"
+
+static uint32_t host_ip(struct hca_dev *dev)
+{
+	return dev->net.ipv4 ? ntohl(dev->net.ipv4) : INADDR_LOOPBACK;
+}
+
+static uint16_t port_base(void)
+{
+	const char *p = getenv("SOFTIB_UDP_PORT");
+	long v = p ? strtol(p, NULL, 10) : 0;
+
+	return v > 0 && v + HCA_MAX_PROCS < 65536 ? (uint16_t)v : HCA_ROCE_PORT;
+}
+
+/* The UDP port of the process that owns QP qpn. */
+static uint16_t qpn_port(const struct hca_link *l, uint32_t qpn)
+{
+	return (uint16_t)(l->base + ((qpn >> 8) & 0xff));
+}
+
+static int link_socket(struct hca_link *l)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(l->port),
+				 .sin_addr.s_addr = htonl(INADDR_ANY) };
+	int buf = 4 << 20;
+
+	l->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (l->fd < 0)
+		return errno;
+	setsockopt(l->fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+	setsockopt(l->fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+	if (bind(l->fd, (struct sockaddr *)&a, sizeof(a))) {
+		int err = errno;
+		close(l->fd);
+		l->fd = -1;
+		return err;
+	}
+	return 0;
+}
+
+int hca_link_init(struct hca_dev *dev)
+{
+	struct hca_link *l = &dev->link;
+	const char *force = getenv("SOFTIB_LINK");
+	char msg[160];
+	int rc;
+
+	l->fd = -1;
+	l->ip = host_ip(dev);
+	l->base = port_base();
+	l->port = (uint16_t)(l->base + dev->slot);
+	l->force_udp = force && !strcmp(force, "udp");
+	pthread_mutex_init(&l->rx_lock, NULL);
+	pthread_mutex_init(&l->tx_lock, NULL);
+	rc = hca_fault_open_env(&l->fault, msg, sizeof(msg));
+	if (rc) {
+		fprintf(stderr, "softib: %s\n", msg);
+		return rc;
+	}
+	rc = hca_pcap_open_env(&l->pcap);
+	if (rc)
+		fprintf(stderr, "softib: SOFTIB_PCAP: %s\n", strerror(rc));
+	/* no UDP port (taken by another program): the host link still works */
+	if (link_socket(l))
+		fprintf(stderr, "softib: UDP port %u unavailable: %s; inter-host link off\n",
+			l->port, strerror(errno));
+	return 0;
+}
+
+void hca_link_fini(struct hca_dev *dev)
+{
+	struct hca_link *l = &dev->link;
+
+	if (l->fd >= 0)
+		close(l->fd);
+	if (l->fault)
+		hca_fault_close(l->fault);
+	if (l->pcap)
+		hca_pcap_close(l->pcap);
+}
+
+/* ---- sending ---- */
+
+static void send_raw(struct hca_link *l, uint32_t daddr, uint16_t dport,
+		     const uint8_t *p, size_t len)
+{
+	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(dport),
+				  .sin_addr.s_addr = htonl(daddr) };
+
+	if (sendto(l->fd, p, len, MSG_DONTWAIT, (struct sockaddr *)&to, sizeof(to)) < 0)
+		atomic_fetch_add(&l->tx_errors, 1);
+	else
+		atomic_fetch_add(&l->tx_pkts, 1);
+}
+
+static void release_held(struct hca_link *l)
+{
+	if (l->held_len) {
+		send_raw(l, l->held_to, l->held_port, l->held, l->held_len);
+		l->held_len = 0;
+	}
+}
+
+/* The fault injector decides what the wire does to this datagram. */
+static void send_faulty(struct hca_link *l, uint32_t daddr, uint16_t dport,
+			uint8_t *p, size_t len)
+{
+	struct hca_fault_decision d;
+
+	pthread_mutex_lock(&l->tx_lock);
+	hca_fault_decide(l->fault, len, &d);
+	if (d.delay_us && d.action != HCA_FAULT_DROP) {
+		struct timespec ts = { 0, (long)d.delay_us * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	switch (d.action) {
+	case HCA_FAULT_DROP:
+		break;
+	case HCA_FAULT_DUP:
+		send_raw(l, daddr, dport, p, len);
+		send_raw(l, daddr, dport, p, len);
+		break;
+	case HCA_FAULT_HOLD:
+		if (!l->held_len && len <= sizeof(l->held)) {
+			memcpy(l->held, p, len);
+			l->held_len = len;
+			l->held_to = daddr;
+			l->held_port = dport;
+			l->held_ns = hca_now_ns();
+			pthread_mutex_unlock(&l->tx_lock);
+			return;
+		}
+		send_raw(l, daddr, dport, p, len);
+		break;
+	case HCA_FAULT_CORRUPT:
+		hca_fault_flip(p, d.bit);
+		send_raw(l, daddr, dport, p, len);
+		break;
+	default:
+		send_raw(l, daddr, dport, p, len);
+	}
+	release_held(l);
+	pthread_mutex_unlock(&l->tx_lock);
+}
+
+/* A held datagram goes out after at most a millisecond. */
+void hca_link_tick(struct hca_dev *dev)
+{
+	struct hca_link *l = &dev->link;
+
+	if (!l->fault || !l->held_len)
+		return;
+	pthread_mutex_lock(&l->tx_lock);
+	if (l->held_len && hca_now_ns() - l->held_ns > 1000000)
+		release_held(l);
+	pthread_mutex_unlock(&l->tx_lock);
+}
+
+/*
+ * Seal (pad + ICRC) and send the packet whose headers and payload are in
+ * pkt (hdr_len header bytes, plen payload bytes) to the process that owns
+ * its destination QP on host daddr. The ICRC covers IP and UDP headers as
+ * the receiver will rebuild them: see docs/wire.md.
+ */
+int hca_link_send(struct hca_dev *dev, uint32_t daddr, uint8_t *pkt, size_t hdr_len,
+		  size_t plen)
+{
+	struct hca_link *l = &dev->link;
+	uint16_t dport = qpn_port(l, hca_bth_dqpn(pkt));
+	struct hca_ip4udp ip = { .saddr = l->ip, .daddr = daddr, .sport = l->base,
+				 .dport = l->base };
+	size_t len;
+
+	if (l->fd < 0)
+		return ENETDOWN;
+	len = hca_wire_seal(pkt, &ip, hdr_len, plen);
+	if (!len)
+		return EINVAL;
+	if (l->pcap)
+		hca_pcap_write(l->pcap, &ip, pkt, len);
+	if (l->fault)
+		send_faulty(l, daddr, dport, pkt, len);
+	else
+		send_raw(l, daddr, dport, pkt, len);
+	return 0;
+}
+
+/* ---- receiving ---- */
+
+static void dispatch(struct hca_dev *dev, const uint8_t *pkt, size_t len, uint32_t saddr)
+{
+	struct hca_link *l = &dev->link;
+	struct hca_ip4udp ip = { .saddr = saddr, .daddr = l->ip, .sport = l->base,
+				 .dport = l->base };
+	struct hca_wire_hdr h;
+	const uint8_t *pl;
+	size_t plen;
+	struct hca_qp_ent *e;
+	struct hca_qp *qp;
+	int err = hca_wire_parse(pkt, len, &ip, &h, &pl, &plen);
+
+	if (err) {
+		atomic_fetch_add(&l->drops[err < HCA_WIRE_ERR_MAX ? err : 0], 1);
+		return;
+	}
+	/* a QP that is gone, or not ours (a reused port): dropped */
+	e = hca_qp_lookup(dev->seg, h.dqpn);
+	if (!e || e->owner != dev->slot || e->owner_gen != dev->gen) {
+		atomic_fetch_add(&l->drops_other, 1);
+		return;
+	}
+	qp = dev->qp_tab[h.dqpn & (HCA_MAX_QP - 1)];
+	if (!qp || qp->qpn != h.dqpn) {
+		atomic_fetch_add(&l->drops_other, 1);
+		return;
+	}
+	atomic_fetch_add(&l->rx_pkts, 1);
+	if (hca_wire_op(h.opcode)->flags & HCA_WF_RESPONSE)
+		hca_udp_req_rx(qp, &h, pl, plen);
+	else
+		hca_udp_resp_rx(qp, &h, pl, plen, saddr);
+}
+
+/*
+ * Receive what is waiting, in order, in one thread at a time: a QP's
+ * packets must be handled in the order they came. `wait` says whether to
+ * queue behind another receiver (the progress thread) or give up (poll).
+ */
+void hca_link_rx(struct hca_dev *dev, bool wait)
+{
+	struct hca_link *l = &dev->link;
+	static _Thread_local uint8_t buf[HCA_PKT_MAX];
+	struct sockaddr_in from;
+	socklen_t fl;
+
+	if (wait)
+		pthread_mutex_lock(&l->rx_lock);
+	else if (pthread_mutex_trylock(&l->rx_lock))
+		return;
+	for (int n = 0; l->fd >= 0 && n < 256; n++) {
+		fl = sizeof(from);
+		ssize_t r = recvfrom(l->fd, buf, sizeof(buf), MSG_DONTWAIT,
+				     (struct sockaddr *)&from, &fl);
+		if (r <= 0)
+			break;
+		dispatch(dev, buf, (size_t)r, ntohl(from.sin_addr.s_addr));
+	}
+	pthread_mutex_unlock(&l->rx_lock);
+}
+
+/* Where a path leads over UDP: the IPv4 address of an IPv4-mapped GID. */
+bool hca_link_gid_ip(const union ibv_gid *gid, uint32_t *ip)
+{
+	static const uint8_t v4map[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+	if (memcmp(gid->raw, v4map, 12))
+		return false;
+	*ip = (uint32_t)gid->raw[12] << 24 | (uint32_t)gid->raw[13] << 16 |
+	      (uint32_t)gid->raw[14] << 8 | gid->raw[15];
+	return true;
+}

@@ -1,0 +1,441 @@
+/*
+ * The requester over the UDP link: send WQEs become packets, and complete
+ * when the responder's answers come back — the IB spec's reliable
+ * connection, with its timers.
+ *
+ * Each WQE gets its PSNs when first sent (a READ takes one per response
+ * packet, as the spec counts them). Up to HCA_UDP_WINDOW packets are in
+ * flight. ACKs complete WQEs in order; READ and atomic WQEs complete when
+ * their response has arrived whole. A NAK for a sequence error, an RNR
+ * NAK (after its timer) or the ACK timeout (4.096 us * 2^timeout) rewinds
+ * to the oldest unacknowledged WQE and sends again from it (go-back-N):
+ * the responder drops what it already has as duplicates, re-executes
+ * READs and replays atomics. Retries are counted against retry_cnt and
+ * rnr_retry, ending in the completion statuses the spec names. UC and UD
+ * WQEs complete as soon as they are sent: nothing comes back.
+ * Runs with qp->sq_lock held.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "hca_int.h"
+
+#define HCA_UDP_WINDOW 256          /* packets in flight per QP */
+
+#define SQ_SLOT(qp, i) (&(qp)->sq[(i) & ((qp)->cap.max_send_wr - 1)])
+
+uint8_t hca_wire_transport(enum ibv_qp_type t)
+{
+	switch (t) {
+	case IBV_QPT_UC:
+		return HCA_WT_UC;
+	case IBV_QPT_UD:
+		return HCA_WT_UD;
+	case IBV_QPT_XRC_SEND:
+	case IBV_QPT_XRC_RECV:
+		return HCA_WT_XRC;
+	default:
+		return HCA_WT_RC;
+	}
+}
+
+/* Decided when the QP is connected (RTR): does its path leave the host? */
+void hca_udp_path_set(struct hca_qp *qp)
+{
+	struct hca_link *l = &qp->dev->link;
+	const struct ibv_ah_attr *ah = &qp->attr->ah_attr;
+	union ibv_gid mine;
+	uint32_t ip;
+
+	qp->udp = false;
+	if (qp->type == IBV_QPT_UD || qp->type == IBV_QPT_XRC_RECV)
+		return;
+	if (ah->is_global && hca_link_gid_ip(&ah->grh.dgid, &ip)) {
+		hca_gid_entry(&qp->dev->net, qp->dev->guid, 0, &mine);
+		qp->udp = l->force_udp || memcmp(mine.raw, ah->grh.dgid.raw, 16);
+		qp->udp_daddr = ip;
+	} else if (l->force_udp) {
+		qp->udp = true;
+		qp->udp_daddr = l->ip;
+	}
+	qp->psn = qp->attr->sq_psn;
+	qp->acked_psn = hca_psn_add(qp->psn, -1);
+}
+
+static uint32_t pkts_for(uint64_t len, uint32_t mtu)
+{
+	return len ? (uint32_t)((len + mtu - 1) / mtu) : 1;
+}
+
+/* Which wire opcode packet i of n of this WQE is. */
+static uint8_t pkt_opcode(const struct hca_swqe *w, uint32_t i, uint32_t n, uint8_t tr)
+{
+	bool imm = w->wr.opcode == IBV_WR_SEND_WITH_IMM ||
+		   w->wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+	bool send = w->wr.opcode == IBV_WR_SEND || w->wr.opcode == IBV_WR_SEND_WITH_IMM;
+	uint8_t op;
+
+	switch (w->wr.opcode) {
+	case IBV_WR_RDMA_READ:
+		return tr | HCA_WOP_READ_REQUEST;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		return tr | HCA_WOP_COMPARE_SWAP;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return tr | HCA_WOP_FETCH_ADD;
+	default:
+		break;
+	}
+	if (n == 1)
+		op = send ? (imm ? HCA_WOP_SEND_ONLY_IMM : HCA_WOP_SEND_ONLY)
+			  : (imm ? HCA_WOP_WRITE_ONLY_IMM : HCA_WOP_WRITE_ONLY);
+	else if (i == 0)
+		op = send ? HCA_WOP_SEND_FIRST : HCA_WOP_WRITE_FIRST;
+	else if (i + 1 < n)
+		op = send ? HCA_WOP_SEND_MIDDLE : HCA_WOP_WRITE_MIDDLE;
+	else
+		op = send ? (imm ? HCA_WOP_SEND_LAST_IMM : HCA_WOP_SEND_LAST)
+			  : (imm ? HCA_WOP_WRITE_LAST_IMM : HCA_WOP_WRITE_LAST);
+	return tr | op;
+}
+
+/* Gather len bytes at offset off of the local scatter list into dst. */
+static void gather(const struct iovec *iov, int n, uint64_t off, uint8_t *dst, size_t len)
+{
+	for (int i = 0; i < n && len; i++) {
+		if (off >= iov[i].iov_len) {
+			off -= iov[i].iov_len;
+			continue;
+		}
+		size_t take = iov[i].iov_len - off < len ? iov[i].iov_len - off : len;
+
+		memcpy(dst, (uint8_t *)iov[i].iov_base + off, take);
+		dst += take;
+		len -= take;
+		off = 0;
+	}
+}
+
+static void fill_request_hdr(struct hca_qp *qp, const struct hca_swqe *w,
+			     struct hca_wire_hdr *h)
+{
+	memset(h, 0, sizeof(*h));
+	h->pkey = HCA_DEFAULT_PKEY;
+	h->dqpn = qp->attr->dest_qp_num;
+	h->xrc_srqn = w->wr.qp_type.xrc.remote_srqn;
+	h->imm = be32toh(w->wr.imm_data);
+	if (w->wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	    w->wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+		h->va = w->wr.wr.atomic.remote_addr;
+		h->rkey = w->wr.wr.atomic.rkey;
+		h->swap_add = w->wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ?
+			      w->wr.wr.atomic.swap : w->wr.wr.atomic.compare_add;
+		h->compare = w->wr.wr.atomic.compare_add;
+	} else {
+		h->va = w->wr.wr.rdma.remote_addr;
+		h->rkey = w->wr.wr.rdma.rkey;
+		h->dmalen = w->total_len;
+	}
+}
+
+/* Send every packet of WQE w (again, when rewound). */
+static enum ibv_wc_status transmit(struct hca_qp *qp, struct hca_swqe *w)
+{
+	uint8_t tr = hca_wire_transport(qp->type), pkt[HCA_PKT_MAX];
+	uint32_t mtu = hca_path_mtu_bytes(qp);
+	bool read = w->wr.opcode == IBV_WR_RDMA_READ;
+	bool atomic = w->wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+		      w->wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+	struct iovec iov[HCA_MAX_SGE];
+	struct hca_wire_hdr h;
+	enum ibv_wc_status st;
+	uint32_t n;
+	int niov;
+
+	st = hca_req_local_iov(qp, w, iov, &niov);
+	if (st)
+		return st;
+	if (atomic && w->total_len != 8)
+		return IBV_WC_LOC_LEN_ERR;
+	n = read || atomic ? 1 : pkts_for(w->total_len, mtu);
+	if (!w->psn_set) {
+		w->psn_set = true;
+		w->first_psn = qp->psn;
+		w->npkts = read ? pkts_for(w->total_len, mtu) : n;
+		qp->psn = hca_psn_add(qp->psn, (int32_t)w->npkts);
+	}
+	fill_request_hdr(qp, w, &h);
+	for (uint32_t i = 0; i < n; i++) {
+		size_t plen = read || atomic ? 0 :
+			      (i + 1 < n ? mtu : w->total_len - (uint64_t)i * mtu);
+		size_t hl;
+
+		h.opcode = pkt_opcode(w, i, n, tr);
+		h.psn = hca_psn_add(w->first_psn, (int32_t)i);
+		h.ackreq = i + 1 == n;
+		h.se = i + 1 == n && (w->wr.send_flags & IBV_SEND_SOLICITED);
+		hl = hca_wire_put_hdrs(pkt, sizeof(pkt), &h, plen);
+		if (!hl)
+			return IBV_WC_LOC_QP_OP_ERR;
+		gather(iov, niov, (uint64_t)i * mtu, pkt + hl, plen);
+		hca_link_send(qp->dev, qp->udp_daddr, pkt, hl, plen);
+	}
+	return IBV_WC_SUCCESS;
+}
+
+static uint32_t in_flight(struct hca_qp *qp)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = qp->sq_head; i != qp->sq_next; i++)
+		n += SQ_SLOT(qp, i)->npkts;
+	return n;
+}
+
+/* UC: sent is done (unsignaled WQEs complete silently). */
+static void complete_sent_uc(struct hca_qp *qp)
+{
+	while (qp->sq_head != qp->sq_next) {
+		hca_req_complete(qp, SQ_SLOT(qp, qp->sq_head), IBV_WC_SUCCESS);
+		qp->sq_head++;
+	}
+}
+
+static void rewind_to_head(struct hca_qp *qp)
+{
+	qp->sq_next = qp->sq_head;
+}
+
+static bool check_timeout(struct hca_qp *qp, uint64_t now)
+{
+	uint8_t t = qp->attr->timeout;
+
+	if (!t || qp->sq_head == qp->sq_next ||
+	    now - qp->last_progress_ns < (4096ULL << t))
+		return true;
+	if (qp->retry_left-- <= 0) {
+		hca_req_fail_head(qp, SQ_SLOT(qp, qp->sq_head), IBV_WC_RETRY_EXC_ERR);
+		return false;
+	}
+	qp->last_progress_ns = now;
+	rewind_to_head(qp);
+	return true;
+}
+
+/* When next to look at this QP: RNR wait, or the ACK timer. */
+static void arm_timer(struct hca_qp *qp, uint64_t now)
+{
+	uint64_t when = 0;
+
+	if (qp->rnr_until_ns > now)
+		when = qp->rnr_until_ns;
+	else if (qp->sq_head != qp->sq_next)
+		when = qp->last_progress_ns +
+		       (qp->attr->timeout ? 4096ULL << qp->attr->timeout : 200000000ULL);
+	if (when) {
+		qp->wait_until_ns = when;
+		hca_dev_wait_add(qp->dev, qp); /* the UDP path reads its own timers */
+	}
+}
+
+void hca_udp_sq_progress(struct hca_qp *qp)
+{
+	uint64_t now = hca_now_ns();
+	bool reliable = hca_reliable(qp->type);
+
+	if (qp->rnr_until_ns && now < qp->rnr_until_ns) {
+		arm_timer(qp, now);
+		return;
+	}
+	qp->rnr_until_ns = 0;
+	if (reliable && !check_timeout(qp, now))
+		return;
+	if (qp->sq_head == qp->sq_next)
+		qp->last_progress_ns = now;
+	while (qp->sq_next != qp->sq_tail && in_flight(qp) < HCA_UDP_WINDOW) {
+		struct hca_swqe *w = SQ_SLOT(qp, qp->sq_next);
+		enum ibv_wc_status st = transmit(qp, w);
+
+		if (st) {
+			if (qp->sq_next == qp->sq_head)
+				hca_req_fail_head(qp, w, st);
+			break; /* fails when it reaches the head */
+		}
+		qp->sq_next++;
+	}
+	if (!reliable)
+		complete_sent_uc(qp);
+	else
+		arm_timer(qp, now);
+}
+
+/* ---- answers from the responder ---- */
+
+static struct hca_swqe *wqe_of_psn(struct hca_qp *qp, uint32_t psn, uint32_t *index)
+{
+	for (uint32_t i = qp->sq_head; i != qp->sq_next; i++) {
+		struct hca_swqe *w = SQ_SLOT(qp, i);
+
+		if (hca_psn_diff(psn, w->first_psn) >= 0 &&
+		    hca_psn_diff(psn, w->first_psn) < (int32_t)w->npkts) {
+			*index = i;
+			return w;
+		}
+	}
+	return NULL;
+}
+
+static bool needs_response(const struct hca_swqe *w)
+{
+	return w->wr.opcode == IBV_WR_RDMA_READ ||
+	       w->wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	       w->wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+/* Complete, in order, what the acknowledged PSN covers. */
+static void complete_acked(struct hca_qp *qp)
+{
+	while (qp->sq_head != qp->sq_next) {
+		struct hca_swqe *w = SQ_SLOT(qp, qp->sq_head);
+		uint32_t last = hca_psn_add(w->first_psn, (int32_t)w->npkts - 1);
+
+		if (needs_response(w) ? !w->done : hca_psn_cmp(last, qp->acked_psn) > 0)
+			break;
+		if (w->wr.opcode != IBV_WR_RDMA_READ && needs_response(w)) {
+			struct iovec iov[HCA_MAX_SGE];
+			int n;
+
+			if (hca_req_local_iov(qp, w, iov, &n) == IBV_WC_SUCCESS && n)
+				memcpy(iov[0].iov_base, &w->atomic_orig, 8);
+		}
+		hca_req_complete(qp, w, IBV_WC_SUCCESS);
+		qp->sq_head++;
+	}
+}
+
+static void acked(struct hca_qp *qp, uint32_t psn)
+{
+	if (hca_psn_cmp(psn, qp->acked_psn) > 0) {
+		qp->acked_psn = psn;
+		qp->last_progress_ns = hca_now_ns();
+		qp->retry_left = qp->attr->retry_cnt;
+		qp->rnr_left = qp->attr->rnr_retry;
+	}
+}
+
+/* READ response data lands in the WQE's local buffers, in PSN order. */
+static void read_response(struct hca_qp *qp, const struct hca_wire_hdr *h,
+			  const uint8_t *pl, size_t plen)
+{
+	uint32_t idx;
+	struct hca_swqe *w = wqe_of_psn(qp, h->psn, &idx);
+	struct iovec iov[HCA_MAX_SGE];
+	int n;
+
+	if (!w || w->wr.opcode != IBV_WR_RDMA_READ || w->done ||
+	    h->psn != hca_psn_add(w->first_psn, (int32_t)w->rd_pkts))
+		return; /* a duplicate, or a gap: the timer re-asks */
+	if (hca_req_local_iov(qp, w, iov, &n) || w->rd_bytes + plen > w->total_len)
+		return;
+	for (int i = 0; i < n && plen; i++) {
+		uint64_t off = w->rd_bytes, base = 0;
+
+		for (int k = 0; k < i; k++)
+			base += iov[k].iov_len;
+		if (off < base || off >= base + iov[i].iov_len)
+			continue;
+		size_t take = base + iov[i].iov_len - off < plen ? base + iov[i].iov_len - off : plen;
+
+		memcpy((uint8_t *)iov[i].iov_base + (off - base), pl, take);
+		pl += take;
+		plen -= take;
+		w->rd_bytes += take;
+	}
+	w->rd_pkts++;
+	if (w->rd_pkts == w->npkts)
+		w->done = true;
+	acked(qp, h->psn);
+}
+
+static const enum ibv_wc_status nak_wc[] = {
+	[HCA_NAK_INV_REQ] = IBV_WC_REM_INV_REQ_ERR,
+	[HCA_NAK_REM_ACCESS] = IBV_WC_REM_ACCESS_ERR,
+	[HCA_NAK_REM_OP] = IBV_WC_REM_OP_ERR,
+	[HCA_NAK_INV_RD_REQ] = IBV_WC_REM_INV_RD_REQ_ERR,
+};
+
+static void nak(struct hca_qp *qp, const struct hca_wire_hdr *h)
+{
+	uint8_t kind = hca_aeth_kind(h->syndrome), v = hca_aeth_value(h->syndrome);
+	uint32_t idx;
+
+	acked(qp, hca_psn_add(h->psn, -1));
+	complete_acked(qp);
+	if (kind == HCA_AETH_RNR_NAK) {
+		if (qp->attr->rnr_retry != 7 && qp->rnr_left-- <= 0) {
+			hca_req_fail_head(qp, SQ_SLOT(qp, qp->sq_head), IBV_WC_RNR_RETRY_EXC_ERR);
+			return;
+		}
+		qp->rnr_until_ns = hca_now_ns() + hca_rnr_timer_us[v & 31] * 1000ULL;
+		rewind_to_head(qp);
+	} else if (v == HCA_NAK_PSN_SEQ_ERR) {
+		rewind_to_head(qp);
+	} else if (wqe_of_psn(qp, h->psn, &idx) && idx == qp->sq_head) {
+		hca_req_fail_head(qp, SQ_SLOT(qp, qp->sq_head),
+				  v < 5 && nak_wc[v] ? nak_wc[v] : IBV_WC_REM_OP_ERR);
+	}
+}
+
+void hca_udp_req_rx(struct hca_qp *qp, const struct hca_wire_hdr *h,
+		    const uint8_t *pl, size_t plen)
+{
+	uint8_t op = h->opcode & 0x1f;
+	uint32_t idx;
+
+	pthread_mutex_lock(&qp->sq_lock);
+	if (hca_qp_state(qp) == IBV_QPS_ERR || !qp->udp)
+		goto out;
+	if (op == HCA_WOP_ACKNOWLEDGE) {
+		if (hca_aeth_kind(h->syndrome) == HCA_AETH_ACK)
+			acked(qp, h->psn);
+		else
+			nak(qp, h);
+	} else if (op == HCA_WOP_ATOMIC_ACKNOWLEDGE) {
+		struct hca_swqe *w = wqe_of_psn(qp, h->psn, &idx);
+
+		if (w && needs_response(w) && !w->done) {
+			w->atomic_orig = h->orig;
+			w->done = true;
+		}
+		acked(qp, h->psn);
+	} else if (op >= HCA_WOP_READ_RESPONSE_FIRST && op <= HCA_WOP_READ_RESPONSE_ONLY) {
+		read_response(qp, h, pl, plen);
+	}
+	complete_acked(qp);
+	if (hca_qp_state(qp) == IBV_QPS_RTS)
+		hca_udp_sq_progress(qp);
+out:
+	pthread_mutex_unlock(&qp->sq_lock);
+}
+
+/* UD over the link: one SEND_ONLY datagram, complete once sent. */
+enum hca_resp_status hca_udp_send_ud(struct hca_qp *qp, struct hca_swqe *w,
+				     struct hca_msg *m, uint32_t daddr)
+{
+	uint8_t pkt[HCA_PKT_MAX];
+	struct hca_wire_hdr h = { .pkey = HCA_DEFAULT_PKEY, .dqpn = m->dst_qpn,
+				  .qkey = m->qkey, .sqpn = qp->qpn,
+				  .imm = be32toh(w->wr.imm_data),
+				  .se = !!(w->wr.send_flags & IBV_SEND_SOLICITED) };
+	size_t hl;
+
+	h.opcode = HCA_WT_UD | (w->wr.opcode == IBV_WR_SEND_WITH_IMM ?
+				HCA_WOP_SEND_ONLY_IMM : HCA_WOP_SEND_ONLY);
+	h.psn = qp->psn;
+	qp->psn = hca_psn_add(qp->psn, 1);
+	hl = hca_wire_put_hdrs(pkt, sizeof(pkt), &h, m->len);
+	if (!hl)
+		return HCA_RESP_ACK;
+	gather(m->iov, m->iovcnt, 0, pkt + hl, m->len);
+	hca_link_send(qp->dev, daddr, pkt, hl, m->len);
+	return HCA_RESP_ACK;
+}

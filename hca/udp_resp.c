@@ -1,0 +1,373 @@
+/*
+ * The responder over the UDP link, in the target QP's own process.
+ *
+ * It keeps the spec's responder state per QP: the expected PSN and the
+ * MSN. A request at the expected PSN is taken; the packets of a message
+ * are gathered in order, and the whole message is executed by the same
+ * responder code the shared-memory link uses (resp.c) at its last packet.
+ * A PSN ahead of the expected one is a sequence error: one NAK until the
+ * gap is filled. A PSN behind it is a duplicate: SENDs and WRITEs are
+ * acknowledged again and not executed, READs are executed again, atomics
+ * return the saved result of their first execution and are never executed
+ * twice. UC drops a message it did not see whole; UD takes single
+ * datagrams.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hca_int.h"
+
+static enum ibv_qp_type requester_type(enum ibv_qp_type t)
+{
+	return t == IBV_QPT_XRC_RECV ? IBV_QPT_XRC_SEND : t;
+}
+
+static void send_answer(struct hca_qp *qp, uint32_t daddr, struct hca_wire_hdr *h,
+			const uint8_t *pl, size_t plen)
+{
+	uint8_t pkt[HCA_PKT_MAX];
+	size_t hl;
+
+	h->pkey = HCA_DEFAULT_PKEY;
+	h->dqpn = qp->attr->dest_qp_num;
+	hl = hca_wire_put_hdrs(pkt, sizeof(pkt), h, plen);
+	if (!hl)
+		return;
+	if (plen)
+		memcpy(pkt + hl, pl, plen);
+	hca_link_send(qp->dev, daddr, pkt, hl, plen);
+}
+
+static void send_ack(struct hca_qp *qp, uint32_t daddr, uint32_t psn, uint8_t kind,
+		     uint8_t value)
+{
+	struct hca_wire_hdr h = { .opcode = hca_wire_transport(qp->type) |
+					    HCA_WOP_ACKNOWLEDGE,
+				  .psn = psn, .msn = qp->msn,
+				  .syndrome = hca_aeth_make(kind, value) };
+
+	send_answer(qp, daddr, &h, NULL, 0);
+}
+
+static bool is_first(uint8_t pos) { return pos & HCA_POS_FIRST; }
+static bool is_last(uint8_t pos) { return pos & HCA_POS_LAST; }
+
+/* Append a packet's payload to the message being assembled. */
+static int gather_msg(struct hca_qp *qp, const uint8_t *pl, size_t plen)
+{
+	if (qp->rlen + plen > qp->rcap) {
+		size_t cap = qp->rcap ? qp->rcap : 65536;
+		uint8_t *nb;
+
+		while (cap < qp->rlen + plen)
+			cap *= 2;
+		nb = realloc(qp->rbuf, cap);
+		if (!nb)
+			return ENOMEM;
+		qp->rbuf = nb;
+		qp->rcap = cap;
+	}
+	memcpy(qp->rbuf + qp->rlen, pl, plen);
+	qp->rlen += plen;
+	return 0;
+}
+
+static enum ibv_wr_opcode wr_opcode_of(uint8_t wop)
+{
+	switch (wop) {
+	case HCA_WOP_SEND_LAST_IMM:
+	case HCA_WOP_SEND_ONLY_IMM:
+		return IBV_WR_SEND_WITH_IMM;
+	case HCA_WOP_WRITE_FIRST:
+	case HCA_WOP_WRITE_MIDDLE:
+	case HCA_WOP_WRITE_LAST:
+	case HCA_WOP_WRITE_ONLY:
+		return IBV_WR_RDMA_WRITE;
+	case HCA_WOP_WRITE_LAST_IMM:
+	case HCA_WOP_WRITE_ONLY_IMM:
+		return IBV_WR_RDMA_WRITE_WITH_IMM;
+	case HCA_WOP_READ_REQUEST:
+		return IBV_WR_RDMA_READ;
+	case HCA_WOP_COMPARE_SWAP:
+		return IBV_WR_ATOMIC_CMP_AND_SWP;
+	case HCA_WOP_FETCH_ADD:
+		return IBV_WR_ATOMIC_FETCH_AND_ADD;
+	default:
+		return IBV_WR_SEND;
+	}
+}
+
+/* The request as resp.c takes it, from the message's first and last packets. */
+static void build_msg(struct hca_qp *qp, const struct hca_wire_hdr *first,
+		      const struct hca_wire_hdr *last, uint32_t saddr,
+		      struct hca_msg *m, struct iovec *iov)
+{
+	struct hca_host_net peer = { .ipv4 = htonl(saddr) };
+
+	memset(m, 0, sizeof(*m));
+	m->op = wr_opcode_of(last->opcode & 0x1f);
+	m->type = requester_type(qp->type);
+	m->dst_qpn = qp->qpn;
+	m->src_qpn = qp->type == IBV_QPT_UD ? last->sqpn : qp->attr->dest_qp_num;
+	m->slid = hca_host_lid(&peer);
+	m->qkey = last->qkey;
+	m->imm = htobe32(last->imm);
+	m->solicited = last->se;
+	m->raddr = first->va;
+	m->rkey = first->rkey;
+	m->compare_add = m->op == IBV_WR_ATOMIC_CMP_AND_SWP ? first->compare : first->swap_add;
+	m->swap = first->swap_add;
+	m->xrc_srqn = first->xrc_srqn;
+	iov->iov_base = qp->rbuf;
+	iov->iov_len = qp->rlen;
+	m->iov = iov;
+	m->iovcnt = qp->rlen ? 1 : 0;
+	m->len = (uint32_t)qp->rlen;
+}
+
+/* ---- READ: execute, then answer in MTU-sized response packets ---- */
+
+static void read_respond(struct hca_qp *qp, const struct hca_wire_hdr *h, uint32_t saddr)
+{
+	uint32_t mtu = hca_path_mtu_bytes(qp), n = h->dmalen ? (h->dmalen + mtu - 1) / mtu : 1;
+	uint8_t tr = hca_wire_transport(qp->type);
+	struct hca_msg m;
+	struct iovec iov;
+	enum hca_resp_status st;
+
+	if (qp->rcap < h->dmalen) {
+		uint8_t *nb = realloc(qp->rbuf, h->dmalen);
+
+		if (!nb)
+			return;
+		qp->rbuf = nb;
+		qp->rcap = h->dmalen;
+	}
+	qp->rlen = h->dmalen;
+	build_msg(qp, h, h, saddr, &m, &iov);
+	st = hca_resp_execute(qp->dev, &m);
+	if (st != HCA_RESP_ACK) {
+		send_ack(qp, saddr, h->psn, HCA_AETH_NAK, st == HCA_RESP_NAK_ACCESS ?
+			 HCA_NAK_REM_ACCESS : HCA_NAK_INV_REQ);
+		return;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		struct hca_wire_hdr r = { .psn = hca_psn_add(h->psn, (int32_t)i), .msn = qp->msn,
+					  .syndrome = hca_aeth_make(HCA_AETH_ACK,
+								    HCA_AETH_CREDIT_INVALID) };
+		size_t plen = i + 1 < n ? mtu : h->dmalen - (uint64_t)i * mtu;
+
+		r.opcode = tr | (n == 1 ? HCA_WOP_READ_RESPONSE_ONLY :
+				 i == 0 ? HCA_WOP_READ_RESPONSE_FIRST :
+				 i + 1 < n ? HCA_WOP_READ_RESPONSE_MIDDLE :
+					     HCA_WOP_READ_RESPONSE_LAST);
+		send_answer(qp, saddr, &r, qp->rbuf + (uint64_t)i * mtu, h->dmalen ? plen : 0);
+	}
+}
+
+/* ---- atomics: executed once; a duplicate gets the saved result ---- */
+
+static bool replayed(struct hca_qp *qp, uint32_t psn, uint64_t *orig)
+{
+	for (unsigned i = 0; i < 16; i++)
+		if (qp->replay[i].valid && qp->replay[i].psn == psn) {
+			*orig = qp->replay[i].orig;
+			return true;
+		}
+	return false;
+}
+
+static void atomic_ack(struct hca_qp *qp, uint32_t saddr, uint32_t psn, uint64_t orig)
+{
+	struct hca_wire_hdr r = { .opcode = hca_wire_transport(qp->type) |
+					    HCA_WOP_ATOMIC_ACKNOWLEDGE,
+				  .psn = psn, .msn = qp->msn, .orig = orig,
+				  .syndrome = hca_aeth_make(HCA_AETH_ACK, HCA_AETH_CREDIT_INVALID) };
+
+	send_answer(qp, saddr, &r, NULL, 0);
+}
+
+/* ---- the reliable responder ---- */
+
+static void nak_for(struct hca_qp *qp, uint32_t saddr, uint32_t psn,
+		    enum hca_resp_status st)
+{
+	uint8_t code = st == HCA_RESP_NAK_ACCESS ? HCA_NAK_REM_ACCESS :
+		       st == HCA_RESP_NAK_OP ? HCA_NAK_REM_OP : HCA_NAK_INV_REQ;
+
+	send_ack(qp, saddr, psn, HCA_AETH_NAK, code);
+}
+
+/* The last packet of a message: execute it, answer. */
+static void execute_last(struct hca_qp *qp, const struct hca_wire_hdr *h, uint32_t saddr)
+{
+	struct hca_msg m;
+	struct iovec iov;
+	enum hca_resp_status st;
+	uint8_t wop = h->opcode & 0x1f;
+
+	build_msg(qp, &qp->msg_hdr, h, saddr, &m, &iov);
+	st = hca_resp_execute(qp->dev, &m);
+	qp->in_msg = false;
+	qp->rlen = 0;
+	if (st == HCA_RESP_RNR) {
+		/* the message is not taken: the requester sends it all again */
+		qp->epsn = qp->msg_psn;
+		send_ack(qp, saddr, qp->msg_psn, HCA_AETH_RNR_NAK,
+			 atomic_load(&qp->ent->min_rnr_timer));
+		return;
+	}
+	if (st == HCA_RESP_DROP)
+		return; /* nowhere to put it now (the SRQ's owner is gone) */
+	if (st != HCA_RESP_ACK) {
+		nak_for(qp, saddr, h->psn, st);
+		return;
+	}
+	qp->msn = (qp->msn + 1) & 0xffffff;
+	if (wop == HCA_WOP_COMPARE_SWAP || wop == HCA_WOP_FETCH_ADD) {
+		qp->replay[qp->replay_next].psn = h->psn;
+		qp->replay[qp->replay_next].orig = m.atomic_orig;
+		qp->replay[qp->replay_next].valid = true;
+		qp->replay_next = (qp->replay_next + 1) % 16;
+		atomic_ack(qp, saddr, h->psn, m.atomic_orig);
+	} else if (h->ackreq) {
+		send_ack(qp, saddr, h->psn, HCA_AETH_ACK, HCA_AETH_CREDIT_INVALID);
+	}
+}
+
+static void duplicate(struct hca_qp *qp, const struct hca_wire_hdr *h, uint32_t saddr)
+{
+	uint8_t wop = h->opcode & 0x1f;
+	uint64_t orig;
+
+	if (wop == HCA_WOP_READ_REQUEST) {
+		read_respond(qp, h, saddr);
+	} else if (wop == HCA_WOP_COMPARE_SWAP || wop == HCA_WOP_FETCH_ADD) {
+		if (replayed(qp, h->psn, &orig))
+			atomic_ack(qp, saddr, h->psn, orig);
+	} else {
+		send_ack(qp, saddr, hca_psn_add(qp->epsn, -1), HCA_AETH_ACK,
+			 HCA_AETH_CREDIT_INVALID);
+	}
+}
+
+static void reliable_rx(struct hca_qp *qp, const struct hca_wire_hdr *h,
+			const uint8_t *pl, size_t plen, uint32_t saddr)
+{
+	const struct hca_wire_op_info *oi = hca_wire_op(h->opcode);
+	int32_t d = hca_psn_diff(h->psn, qp->epsn);
+	uint8_t wop = h->opcode & 0x1f;
+
+	if (d < 0) {
+		duplicate(qp, h, saddr);
+		return;
+	}
+	if (d > 0) {
+		if (!qp->nak_sent)
+			send_ack(qp, saddr, qp->epsn, HCA_AETH_NAK, HCA_NAK_PSN_SEQ_ERR);
+		qp->nak_sent = true;
+		return;
+	}
+	qp->nak_sent = false;
+	if (wop == HCA_WOP_READ_REQUEST) {
+		uint32_t mtu = hca_path_mtu_bytes(qp);
+
+		read_respond(qp, h, saddr);
+		qp->epsn = hca_psn_add(qp->epsn, h->dmalen ? (int32_t)((h->dmalen + mtu - 1) / mtu) : 1);
+		qp->msn = (qp->msn + 1) & 0xffffff;
+		return;
+	}
+	if (is_first(oi->pos)) {
+		qp->in_msg = true;
+		qp->msg_psn = h->psn;
+		qp->msg_hdr = *h;
+		qp->rlen = 0;
+	} else if (!qp->in_msg) {
+		nak_for(qp, saddr, h->psn, HCA_RESP_NAK_INV); /* a MIDDLE out of nowhere */
+		return;
+	}
+	qp->epsn = hca_psn_add(qp->epsn, 1);
+	if (gather_msg(qp, pl, plen)) {
+		nak_for(qp, saddr, h->psn, HCA_RESP_NAK_OP);
+		return;
+	}
+	if (is_last(oi->pos))
+		execute_last(qp, h, saddr);
+}
+
+/* UC: in order or not at all; nothing goes back. */
+static void uc_rx(struct hca_qp *qp, const struct hca_wire_hdr *h, const uint8_t *pl,
+		  size_t plen, uint32_t saddr)
+{
+	const struct hca_wire_op_info *oi = hca_wire_op(h->opcode);
+
+	if (is_first(oi->pos)) {
+		qp->in_msg = true;
+		qp->msg_hdr = *h;
+		qp->rlen = 0;
+	} else if (!qp->in_msg || h->psn != qp->epsn) {
+		qp->in_msg = false; /* a lost packet: the whole message goes */
+		return;
+	}
+	qp->epsn = hca_psn_add(h->psn, 1);
+	if (gather_msg(qp, pl, plen)) {
+		qp->in_msg = false;
+		return;
+	}
+	if (is_last(oi->pos)) {
+		struct hca_msg m;
+		struct iovec iov;
+
+		build_msg(qp, &qp->msg_hdr, h, saddr, &m, &iov);
+		hca_resp_execute(qp->dev, &m);
+		qp->in_msg = false;
+		qp->rlen = 0;
+	}
+}
+
+static void ud_rx(struct hca_qp *qp, const struct hca_wire_hdr *h, const uint8_t *pl,
+		  size_t plen, uint32_t saddr)
+{
+	struct hca_ah ah = { .is_global = 1, .hop_limit = 64 };
+	struct hca_msg m;
+	struct iovec iov = { (void *)pl, plen };
+
+	qp->rlen = 0;
+	build_msg(qp, h, h, saddr, &m, &iov);
+	iov.iov_base = (void *)pl;
+	iov.iov_len = plen;
+	m.iov = &iov;
+	m.iovcnt = plen ? 1 : 0;
+	m.len = (uint32_t)plen;
+	/* over RoCE every datagram comes with its GRH: the sender's GID */
+	hca_gid_entry(&qp->dev->net, qp->dev->guid, 0, &ah.dgid);
+	memset(m.sgid.raw, 0, 10);
+	m.sgid.raw[10] = m.sgid.raw[11] = 0xff;
+	m.sgid.raw[12] = (uint8_t)(saddr >> 24);
+	m.sgid.raw[13] = (uint8_t)(saddr >> 16);
+	m.sgid.raw[14] = (uint8_t)(saddr >> 8);
+	m.sgid.raw[15] = (uint8_t)saddr;
+	m.ah = &ah;
+	hca_resp_execute(qp->dev, &m);
+}
+
+void hca_udp_resp_rx(struct hca_qp *qp, const struct hca_wire_hdr *h,
+		     const uint8_t *pl, size_t plen, uint32_t saddr)
+{
+	uint8_t st = atomic_load(&qp->ent->state);
+
+	if (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD)
+		return; /* a QP that cannot receive drops: the requester retries */
+	if ((h->opcode & 0xe0) != hca_wire_transport(qp->type))
+		return;
+	pthread_mutex_lock(&qp->resp_lock);
+	if (qp->type == IBV_QPT_UD)
+		ud_rx(qp, h, pl, plen, saddr);
+	else if (qp->type == IBV_QPT_UC)
+		uc_rx(qp, h, pl, plen, saddr);
+	else
+		reliable_rx(qp, h, pl, plen, saddr);
+	pthread_mutex_unlock(&qp->resp_lock);
+}
