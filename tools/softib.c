@@ -14,6 +14,7 @@
  * The numbers are a snapshot, not a consistent cut of the whole device.
  */
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -38,15 +39,11 @@ struct view {
 	char name[64];
 };
 
-/* The name seg.c gives the segment of this user and network namespace. */
-static void seg_name(char *buf, size_t len)
+static unsigned long netns_ino(void)
 {
 	struct stat st;
-	unsigned long ino = 0;
 
-	if (stat("/proc/self/ns/net", &st) == 0)
-		ino = (unsigned long)st.st_ino;
-	snprintf(buf, len, "/softib-%u-%lu", (unsigned)getuid(), ino);
+	return stat("/proc/self/ns/net", &st) == 0 ? (unsigned long)st.st_ino : 0;
 }
 
 /* The first fields sit at the same offsets in every layout: check them first. */
@@ -83,7 +80,7 @@ static int view_open(struct view *v)
 	void *p;
 	int fd;
 
-	seg_name(v->name, sizeof(v->name));
+	hca_seg_name(v->name, sizeof(v->name));
 	fd = shm_open(v->name, O_RDONLY, 0);
 	if (fd < 0) {
 		if (errno == ENOENT)
@@ -718,6 +715,31 @@ static void print_port(const struct hca_host_net *net, __be64 guid)
 	print_iface(net);
 }
 
+/*
+ * Segments of this user and host made by other softib builds (another
+ * layout, so another name): their processes run a library other than the
+ * one this tool was built with. Named only, never read.
+ */
+static void print_other_segments(const char *ours)
+{
+	char prefix[64];
+	struct dirent *de;
+	DIR *d = opendir("/dev/shm");
+	size_t n;
+
+	if (!d)
+		return;
+	n = (size_t)snprintf(prefix, sizeof(prefix), "softib-%u-%lu",
+			     (unsigned)getuid(), netns_ino());
+	while ((de = readdir(d))) {
+		if (strncmp(de->d_name, prefix, n) ||
+		    (de->d_name[n] && de->d_name[n] != '-') || !strcmp(de->d_name, ours + 1))
+			continue;
+		printf("other segment   /%s (another softib build: not read)\n", de->d_name);
+	}
+	closedir(d);
+}
+
 static void print_segment(const struct view *v, int rc)
 {
 	printf("segment         %s", v->name);
@@ -728,6 +750,7 @@ static void print_segment(const struct view *v, int rc)
 	else
 		printf(" (version %u, %d live process%s)\n", v->seg->version,
 		       live_procs(v->seg), live_procs(v->seg) == 1 ? "" : "es");
+	print_other_segments(v->name);
 }
 
 static void show_status(const struct view *v, int rc)
