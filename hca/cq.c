@@ -161,7 +161,8 @@ int hca_cq_destroy(struct hca_cq *cq)
 int hca_cq_arm(struct hca_cq *cq, int solicited_only)
 {
 	if (!cq->chan)
-		return EINVAL;
+		return 0; /* no channel: nothing to wake, as hardware shrugs */
+	cq->arm_solicited = solicited_only;
 	/* "next completion" wins over "solicited only" if both are asked */
 	uint32_t want = solicited_only ? 2 : 1, cur = atomic_load(&cq->ent->armed);
 

@@ -275,6 +275,44 @@ void hca_dev_run_waiting(struct hca_dev *dev)
 	}
 }
 
+/* Receives were posted where our QPs met RNR: retry them now. */
+void hca_dev_kick(struct hca_dev *dev)
+{
+	pthread_mutex_lock(&dev->lock);
+	for (struct hca_qp *qp = dev->waiting; qp; qp = qp->next_wait)
+		if (qp->rnr_wait)
+			qp->wait_until_ns = 1;
+	atomic_store(&dev->next_wake_ns, 1);
+	pthread_mutex_unlock(&dev->lock);
+	hca_dev_run_waiting(dev);
+}
+
+/*
+ * Called after posting receives: wake the processes whose requests were
+ * held by RNR on this queue, rather than leave them to the RNR timer (a
+ * host-local shortcut; the UDP link keeps to the timer).
+ */
+void hca_rnr_kick(struct hca_dev *dev, _Atomic uint64_t *waiters)
+{
+	struct hca_db_msg m = { .kind = HCA_DB_KICK };
+
+	for (int w = 0; w < HCA_MAX_PROCS / 64; w++) {
+		uint64_t bits;
+
+		if (!atomic_load_explicit(&waiters[w], memory_order_relaxed))
+			continue;
+		bits = atomic_exchange(&waiters[w], 0);
+		while (bits) {
+			uint16_t s = (uint16_t)(w * 64 + __builtin_ctzll(bits));
+			struct hca_proc *p = &dev->seg->procs[s];
+
+			bits &= bits - 1;
+			if (atomic_load(&p->state) == HCA_PROC_LIVE)
+				hca_dev_notify(dev, s, p->gen, &m, sizeof(m));
+		}
+	}
+}
+
 void hca_dev_wait_remove(struct hca_dev *dev, struct hca_qp *qp)
 {
 	pthread_mutex_lock(&dev->lock);

@@ -196,6 +196,8 @@ void hca_db_dispatch(struct hca_dev *dev, const struct hca_db_msg *m)
 {
 	if (m->kind == HCA_DB_BOUNCE) {
 		hca_bounce_serve(dev);
+	} else if (m->kind == HCA_DB_KICK) {
+		hca_dev_kick(dev);
 
 	} else if (m->kind == HCA_DB_QP_FLUSH && m->idx < HCA_MAX_QP) {
 		struct hca_qp *qp = dev->qp_tab[m->idx];
@@ -284,10 +286,21 @@ int hca_chan_get_event(struct hca_chan *ch, void **cq_user)
 			continue;
 		cq = dev->cq_tab[m.cq_idx];
 		/* an event for a CQ destroyed since is not delivered */
-		if (cq && cq->handle == m.handle && cq->chan == ch) {
-			*cq_user = cq->user;
-			return 0;
+		if (!cq || cq->handle != m.handle || cq->chan != ch)
+			continue;
+		/*
+		 * Completions that raised an event may have been polled already
+		 * (work done inside post_send completes before the application
+		 * waits): an event for an empty CQ re-arms it as it was armed
+		 * and is not delivered, unless a completion came meanwhile.
+		 */
+		if (!hca_ring_count(cq->ring)) {
+			hca_cq_arm(cq, cq->arm_solicited);
+			if (!hca_ring_count(cq->ring))
+				continue;
 		}
+		*cq_user = cq->user;
+		return 0;
 	}
 }
 

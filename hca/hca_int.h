@@ -138,6 +138,7 @@ struct hca_cq {
 	int cqe;
 	int flags;
 	struct hca_chan *chan;
+	int arm_solicited;      /* how the consumer last armed it */
 	void *user;
 	pthread_mutex_t poll_lock;
 	_Atomic int refs;       /* QPs on it */
@@ -214,6 +215,7 @@ struct hca_qp {
 	uint64_t wait_until_ns;     /* head WQE held back until then */
 	int rnr_left, retry_left;
 	bool waiting;               /* on dev->waiting */
+	bool rnr_wait;              /* held by an RNR NAK: a kick may resume it */
 	struct hca_qp *next_wait;
 	bool sqd_event_due;
 	_Atomic int pin;            /* progress thread is running it */
@@ -267,6 +269,8 @@ struct hca_msg {
 	const struct hca_ah *ah; /* UD: for the GRH */
 	uint32_t xrc_srqn;       /* XRC: the SRQ the XRCETH names */
 	union ibv_gid sgid;      /* UD: the sender's GID, for the GRH */
+	uint32_t src_slot;       /* requester's process slot on this host, or
+				  * HCA_NONE (UDP): whom to wake after RNR */
 };
 
 /* RC and XRC are the reliable transports: ACKs, RNR, retries. */
@@ -283,11 +287,13 @@ bool hca_peer_alive(struct hca_dev *dev, uint16_t slot, uint32_t gen);
 pid_t hca_peer_pid(struct hca_dev *dev, uint16_t slot, uint32_t gen);
 void hca_dev_run_waiting(struct hca_dev *dev);
 void hca_dev_wait_remove(struct hca_dev *dev, struct hca_qp *qp);
+void hca_dev_kick(struct hca_dev *dev);
+void hca_rnr_kick(struct hca_dev *dev, _Atomic uint64_t *waiters);
 
 /* Doorbell messages to an object's owner process. */
 /* HCA_DB_QP_FLUSH: a responder put the QP in error; flush, no event */
 enum hca_db_kind { HCA_DB_ASYNC_QP = 1, HCA_DB_ASYNC_SRQ, HCA_DB_ASYNC_CQ,
-		   HCA_DB_QP_FLUSH, HCA_DB_BOUNCE };
+		   HCA_DB_QP_FLUSH, HCA_DB_BOUNCE, HCA_DB_KICK };
 struct hca_db_msg {
 	uint32_t kind;
 	uint32_t event;          /* enum ibv_event_type */

@@ -23,7 +23,7 @@
 #define BOUNCE_BYTES (256 * 1024)
 #define BOUNCE_SEGS  HCA_MAX_SGE
 
-enum { BOUNCE_IDLE = 0, BOUNCE_REQ = 1, BOUNCE_DONE = 2 };
+enum { BOUNCE_IDLE = 0, BOUNCE_REQ = 1, BOUNCE_DONE = 2, BOUNCE_BUSY = 3 };
 
 struct hca_bounce {
 	pthread_mutex_t lock;            /* one requester at a time */
@@ -54,9 +54,14 @@ int hca_bounce_attach(struct hca_dev *dev)
 void hca_bounce_serve(struct hca_dev *dev)
 {
 	struct hca_bounce *b = hca_seg_ptr(dev->seg, dev->seg->procs[dev->slot].bounce_off);
+	uint32_t want = BOUNCE_REQ;
 	uint64_t done = 0;
 
-	if (!b || atomic_load_explicit(&b->state, memory_order_acquire) != BOUNCE_REQ)
+	/* the progress thread and a waiting requester of ours may both try:
+	 * one claims the request, the other leaves it */
+	if (!b || !atomic_compare_exchange_strong_explicit(&b->state, &want, BOUNCE_BUSY,
+							   memory_order_acquire,
+							   memory_order_relaxed))
 		return;
 	for (uint32_t i = 0; i < b->nseg && i < BOUNCE_SEGS; i++) {
 		void *p = (void *)(uintptr_t)b->seg[i].addr;

@@ -168,8 +168,10 @@ static int qp_publish(struct hca_dev *dev, struct hca_qp *qp)
 	atomic_store(&e->rnr_naks, 0);
 	atomic_store(&e->drops, 0);
 	e->xrcd = qp->xrcd ? qp->xrcd->idx : HCA_NONE;
-	for (int i = 0; i < HCA_MAX_PROCS / 64; i++)
+	for (int i = 0; i < HCA_MAX_PROCS / 64; i++) {
 		atomic_store(&e->regs[i], 0);
+		atomic_store(&e->rnr_waiters[i], 0);
+	}
 	if (qp->xrcd)
 		hca_xrc_reg(seg, e, dev->slot, true);
 	e->attr_set = 0;
@@ -606,6 +608,8 @@ int hca_qp_post_recv(struct hca_qp *qp, struct ibv_recv_wr *wr,
 	/* in the error state, posted receives complete flushed at once */
 	if (s == IBV_QPS_ERR)
 		hca_qp_flush_rq(qp);
+	else
+		hca_rnr_kick(qp->dev, qp->ent->rnr_waiters);
 	return rc;
 }
 

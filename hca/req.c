@@ -226,6 +226,7 @@ static enum ibv_wc_status build_msg(struct hca_qp *qp, struct hca_swqe *w,
 	m->op = w->wr.opcode;
 	m->type = qp->type;
 	m->src_qpn = qp->qpn;
+	m->src_slot = qp->dev->slot;
 	m->slid = qp->dev->lid;
 	m->len = w->total_len;
 	m->imm = w->wr.imm_data;
@@ -342,6 +343,7 @@ static bool hold_for_rnr(struct hca_qp *qp, struct hca_swqe *w, struct hca_msg *
 		return false;
 	}
 	qp->wait_until_ns = hca_now_ns() + hca_rnr_timer_us[timer & 31] * 1000ULL;
+	qp->rnr_wait = true;
 	return true;
 }
 
@@ -409,6 +411,7 @@ static void sq_progress_locked(struct hca_qp *qp)
 			return;
 		}
 		qp->wait_until_ns = 0;
+		qp->rnr_wait = false;
 	}
 	while (qp->sq_head != qp->sq_tail) {
 		if (!exec_head(qp)) {

@@ -126,6 +126,25 @@ static bool take_rwqe(struct resp_ctx *r, struct rwqe_buf *w)
 	return true;
 }
 
+/*
+ * No receive WQE: RNR on the reliable transports (and the requester's
+ * process is noted, to be woken by the next post_recv), a drop otherwise.
+ */
+static enum hca_resp_status no_rwqe(struct resp_ctx *r)
+{
+	struct hca_seg *seg = r->dev->seg;
+	uint32_t s = r->m->src_slot;
+	_Atomic uint64_t *waiters;
+
+	if (!hca_reliable(r->m->type))
+		return HCA_RESP_DROP;
+	if (s < HCA_MAX_PROCS) {
+		waiters = r->srq == HCA_NONE ? r->e->rnr_waiters : seg->srqs[r->srq].rnr_waiters;
+		atomic_fetch_or(&waiters[s / 64], 1ULL << (s % 64));
+	}
+	return HCA_RESP_RNR;
+}
+
 /* Scatter list of a receive WQE as target iovecs; a WC status on error. */
 static enum ibv_wc_status rwqe_iov(struct resp_ctx *r, const struct rwqe_buf *w,
 				   uint64_t need, struct iovec *iov, int *n)
@@ -212,7 +231,7 @@ static enum hca_resp_status resp_recv(struct resp_ctx *r, bool carries_data)
 	int nt, nl = 0, rc;
 
 	if (!take_rwqe(r, &w))
-		return hca_reliable(m->type) ? HCA_RESP_RNR : HCA_RESP_DROP;
+		return no_rwqe(r);
 	st = rwqe_iov(r, &w, need, tiov, &nt);
 	if (st == IBV_WC_SUCCESS && need) {
 		if (ud) {
@@ -264,7 +283,7 @@ static enum hca_resp_status resp_write(struct resp_ctx *r)
 		struct hca_ring *ring = recv_ring(r, &srq_idx);
 
 		if (!ring || !hca_ring_count(ring))
-			return hca_reliable(m->type) ? HCA_RESP_RNR : HCA_RESP_DROP;
+			return no_rwqe(r);
 	}
 	if (m->len) {
 		t.iov_base = (void *)(uintptr_t)va;

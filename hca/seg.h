@@ -35,7 +35,7 @@
 #include "hca_limits.h"
 
 #define HCA_SEG_MAGIC   0x534f46544942ULL /* "SOFTIB" */
-#define HCA_SEG_VERSION 8
+#define HCA_SEG_VERSION 9
 #define HCA_HEAP_SIZE   (1ULL << 31)      /* sparse: tmpfs pages on touch */
 #define HCA_HEAP_MIN_ORDER 12
 #define HCA_HEAP_MAX_ORDER 31
@@ -81,6 +81,7 @@ struct hca_qp_ent {
 	_Atomic uint64_t rx_msgs, rx_bytes, rnr_naks, drops;
 	uint32_t xrcd;                 /* XRC: domain index, else HCA_NONE */
 	_Atomic uint64_t regs[HCA_MAX_PROCS / 64]; /* XRC target: registered slots */
+	_Atomic uint64_t rnr_waiters[HCA_MAX_PROCS / 64]; /* slots held by RNR on it */
 	int attr_set;                  /* attributes ever set by modify */
 	struct ibv_qp_attr attr;       /* what modify set: query returns it */
 };
@@ -108,6 +109,7 @@ struct hca_srq_ent {
 	uint32_t pd;
 	uint32_t max_sge;
 	_Atomic uint32_t limit;        /* armed SRQ limit, 0 = disarmed */
+	_Atomic uint64_t rnr_waiters[HCA_MAX_PROCS / 64]; /* slots held by RNR on it */
 	_Atomic uint8_t error;
 };
 

@@ -64,6 +64,8 @@ static int srq_publish(struct hca_dev *dev, struct hca_srq *srq)
 	e->cq = srq->cq ? srq->cq->idx : HCA_NONE;
 	atomic_store(&e->limit, 0);
 	atomic_store(&e->error, 0);
+	for (int i = 0; i < HCA_MAX_PROCS / 64; i++)
+		atomic_store(&e->rnr_waiters[i], 0);
 	srq->handle = seg->next_handle++;
 	if (!seg->next_handle)
 		seg->next_handle = 1;
@@ -179,7 +181,10 @@ int hca_srq_post_recv(struct hca_srq *srq, struct ibv_recv_wr *wr,
 		*bad = wr;
 		return EINVAL;
 	}
-	return hca_ring_post_recv(srq->ring, srq->max_sge, wr, bad);
+	int rc = hca_ring_post_recv(srq->ring, srq->max_sge, wr, bad);
+
+	hca_rnr_kick(srq->pd->ctx->dev, srq->ent->rnr_waiters);
+	return rc;
 }
 
 uint32_t hca_srq_num(struct hca_srq *srq)

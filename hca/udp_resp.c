@@ -110,6 +110,7 @@ static void build_msg(struct hca_qp *qp, const struct hca_wire_hdr *first,
 	m->op = wr_opcode_of(last->opcode & 0x1f);
 	m->type = requester_type(qp->type);
 	m->dst_qpn = qp->qpn;
+	m->src_slot = HCA_NONE; /* another host: it keeps to its RNR timer */
 	m->src_qpn = qp->type == IBV_QPT_UD ? last->sqpn : qp->attr->dest_qp_num;
 	m->slid = hca_host_lid(&peer);
 	m->qkey = last->qkey;

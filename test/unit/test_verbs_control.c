@@ -392,10 +392,6 @@ static void test_srq(void)
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 	struct ibv_srq_init_attr ia = { .srq_context = pd,
 					.attr = { .max_wr = 100, .max_sge = 2 } };
-	struct ibv_srq_init_attr_ex xa = { .comp_mask = IBV_SRQ_INIT_ATTR_PD |
-							IBV_SRQ_INIT_ATTR_TYPE,
-					   .srq_type = IBV_SRQT_XRC,
-					   .attr = { .max_wr = 10, .max_sge = 1 } };
 	struct ibv_srq_attr sa;
 	struct ibv_srq *srq;
 	uint32_t num;
@@ -420,10 +416,6 @@ static void test_srq(void)
 	errno = 0;
 	CU_ASSERT_PTR_NULL(ibv_create_srq(pd, &ia));
 	CU_ASSERT_EQUAL(errno, EINVAL);
-	xa.pd = pd;
-	errno = 0;
-	CU_ASSERT_PTR_NULL(ibv_create_srq_ex(ctx, &xa));
-	CU_ASSERT_EQUAL(errno, EOPNOTSUPP);
 
 	CU_ASSERT_EQUAL(ibv_dealloc_pd(pd), EBUSY);
 	CU_ASSERT_EQUAL(ibv_destroy_srq(srq), 0);
@@ -800,25 +792,15 @@ static void test_ah(void)
 
 static void test_unsupported(void)
 {
-	struct ibv_xrcd_init_attr xa = { .comp_mask = IBV_XRCD_INIT_ATTR_FD |
-						      IBV_XRCD_INIT_ATTR_OFLAGS,
-					 .fd = -1, .oflags = O_CREAT };
 	struct ibv_alloc_dm_attr da = { .length = 64 };
-	struct ibv_qp_open_attr oa = { 0 };
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 
 	CU_ASSERT_FATAL(pd != NULL);
-	errno = 0;
-	CU_ASSERT_PTR_NULL(ibv_open_xrcd(ctx, &xa));
-	CU_ASSERT_EQUAL(errno, EOPNOTSUPP);
 	errno = 0;
 	CU_ASSERT_PTR_NULL(ibv_alloc_mw(pd, IBV_MW_TYPE_1));
 	CU_ASSERT_EQUAL(errno, EOPNOTSUPP);
 	errno = 0;
 	CU_ASSERT_PTR_NULL(ibv_alloc_dm(ctx, &da));
-	CU_ASSERT_EQUAL(errno, EOPNOTSUPP);
-	errno = 0;
-	CU_ASSERT_PTR_NULL(ibv_open_qp(ctx, &oa));
 	CU_ASSERT_EQUAL(errno, EOPNOTSUPP);
 	errno = 0;
 	CU_ASSERT_PTR_NULL(ibv_alloc_null_mr(pd));
@@ -829,10 +811,6 @@ static void test_unsupported(void)
 	errno = 0;
 	CU_ASSERT_PTR_NULL(ibv_import_device(ctx->cmd_fd));
 	CU_ASSERT_EQUAL(errno, EOPNOTSUPP);
-	errno = 0;
-	CU_ASSERT_PTR_NULL(ibv_open_xrc_domain(ctx, -1, O_CREAT));
-	CU_ASSERT_EQUAL(errno, ENOSYS);
-	CU_ASSERT_EQUAL(ibv_reg_xrc_rcv_qp(NULL, 1), ENOSYS);
 	CU_ASSERT_EQUAL(ibv_dealloc_pd(pd), 0);
 }
 
@@ -975,10 +953,28 @@ static void test_loopback_qp_ex(void)
 	CU_ASSERT_STRING_EQUAL(l.buf + 1024, "inline through ibv_qp_ex");
 	CU_ASSERT(memcmp(l.buf + 2048, "0123456789abcdef", 16) == 0);
 
-	/* the CQ was armed: one completion event names it */
+	/*
+	 * The CQ was armed, but its completions are polled already: the
+	 * event they raised is not delivered (softib re-arms instead), so an
+	 * event always finds a completion to poll. A new completion, not
+	 * yet polled, is announced.
+	 */
+	int fl = fcntl(l.ch->fd, F_GETFL);
+	CU_ASSERT_EQUAL(fcntl(l.ch->fd, F_SETFL, fl | O_NONBLOCK), 0);
+	CU_ASSERT_EQUAL(ibv_get_cq_event(l.ch, &ev_cq, &ev_ctx), -1);
+	CU_ASSERT_EQUAL(errno, EAGAIN);
+	CU_ASSERT_EQUAL(post_srq_recv(&l, 101, 1024, 512), 0);
+	ibv_wr_start(qpx);
+	qpx->wr_id = 9;
+	qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(qpx);
+	ibv_wr_set_inline_data(qpx, msg, 8);
+	CU_ASSERT_EQUAL(ibv_wr_complete(qpx), 0);
+	CU_ASSERT_EQUAL(fcntl(l.ch->fd, F_SETFL, fl), 0);
 	CU_ASSERT_EQUAL(ibv_get_cq_event(l.ch, &ev_cq, &ev_ctx), 0);
 	CU_ASSERT_PTR_EQUAL(ev_cq, ibv_cq_ex_to_cq(l.cq));
 	ibv_ack_cq_events(ev_cq, 1);
+	CU_ASSERT_EQUAL(poll_ex(l.cq, 2, ids, ops, lens, ts), 2);
 
 	/* an error in a builder aborts the whole batch */
 	ibv_wr_start(qpx);
