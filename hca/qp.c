@@ -8,10 +8,12 @@
  * timer) and a private part (the send queue, which only this process
  * executes, and the attributes query_qp returns).
  *
- * QP numbers: the low 14 bits are the directory index, the upper 10 a
- * per-index generation; freed indexes queue FIFO behind all others, so a
- * QP number comes back only after every other index was used and its
- * generation wrapped — a late packet for a dead QP never reaches a new one.
+ * QP numbers: generation (8 bits) | owner's process slot (8) | k (8).
+ * The slot in the number is how a remote host finds the UDP port of the
+ * QP's process (link_udp.c). Each slot hands its 256 indexes out
+ * round-robin, and a freed index's generation moves on, so a QP number
+ * comes back only after many others — a late packet for a dead QP never
+ * reaches a new one.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -31,9 +33,16 @@ struct hca_qp_ent *hca_qp_lookup(struct hca_seg *seg, uint32_t qpn)
 
 static uint32_t qpn_make(struct hca_seg *seg, uint32_t idx)
 {
+	uint32_t qpn;
+
 	if (!seg->qp_gen[idx])
 		seg->qp_gen[idx] = 1;
-	return ((uint32_t)seg->qp_gen[idx] << HCA_QPN_IDX_BITS) | idx;
+	qpn = ((uint32_t)seg->qp_gen[idx] << HCA_QPN_IDX_BITS) | idx;
+	if (qpn == 0xffffff) { /* the multicast QPN is never a QP's */
+		seg->qp_gen[idx] = 1;
+		qpn = (1u << HCA_QPN_IDX_BITS) | idx;
+	}
+	return qpn;
 }
 
 /*

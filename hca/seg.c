@@ -199,23 +199,25 @@ static void heap_release(struct hca_seg *seg, uint64_t off, unsigned order)
 	seg->heap_free[order] = off;
 }
 
-/* Blocks whose quarantine has expired go back to their free list. */
+/*
+ * Blocks whose quarantine has expired go back to their free list. The
+ * array stays in the order blocks were freed (a stable compaction), so
+ * when it is full, force_one releases the oldest.
+ */
 static void heap_drain_quarantine(struct hca_seg *seg, int force_one)
 {
 	uint64_t now = hca_now_ns();
-	uint32_t i = 0;
+	uint32_t keep = 0;
 
-	while (i < seg->nquar) {
+	for (uint32_t i = 0; i < seg->nquar; i++) {
 		struct hca_quarantine *q = &seg->quar[i];
 
-		if (q->free_at_ns <= now || (force_one && i == 0)) {
+		if (q->free_at_ns <= now || (force_one && i == 0))
 			heap_release(seg, q->off, q->order);
-			seg->quar[i] = seg->quar[--seg->nquar];
-			force_one = 0;
-		} else {
-			i++;
-		}
+		else
+			seg->quar[keep++] = *q;
 	}
+	seg->nquar = keep;
 }
 
 uint64_t hca_heap_alloc(struct hca_seg *seg, uint64_t size)
