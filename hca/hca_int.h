@@ -351,6 +351,10 @@ void hca_link_rx(struct hca_dev *dev, bool wait);
 int hca_link_send(struct hca_dev *dev, uint32_t daddr, uint8_t *pkt, size_t hdr_len,
 		  size_t plen);
 bool hca_link_gid_ip(const union ibv_gid *gid, uint32_t *ip);
+void hca_link_capture(struct hca_dev *dev, uint32_t daddr, uint8_t *pkt, size_t hdr_len,
+		      size_t plen);
+void hca_udp_capture(struct hca_qp *qp, struct hca_swqe *w);
+void hca_udp_capture_ud(struct hca_qp *qp, struct hca_swqe *w, struct hca_msg *m);
 void hca_udp_req_rx(struct hca_qp *qp, const struct hca_wire_hdr *h,
 		    const uint8_t *pl, size_t plen);
 void hca_udp_resp_rx(struct hca_qp *qp, const struct hca_wire_hdr *h,

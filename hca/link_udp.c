@@ -212,6 +212,19 @@ int hca_link_send(struct hca_dev *dev, uint32_t daddr, uint8_t *pkt, size_t hdr_
 	return 0;
 }
 
+/* Record a packet that the shared-memory link carried instead. */
+void hca_link_capture(struct hca_dev *dev, uint32_t daddr, uint8_t *pkt, size_t hdr_len,
+		      size_t plen)
+{
+	struct hca_link *l = &dev->link;
+	struct hca_ip4udp ip = { .saddr = l->ip, .daddr = daddr, .sport = l->base,
+				 .dport = l->base };
+	size_t len = hca_wire_seal(pkt, &ip, hdr_len, plen);
+
+	if (len && l->pcap)
+		hca_pcap_write(l->pcap, &ip, pkt, len);
+}
+
 /* ---- receiving ---- */
 
 static void dispatch(struct hca_dev *dev, const uint8_t *pkt, size_t len, uint32_t saddr)

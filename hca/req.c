@@ -275,6 +275,8 @@ static enum hca_resp_status deliver(struct hca_qp *qp, struct hca_swqe *w,
 			return hca_udp_send_ud(qp, w, m, qp->dev->link.ip);
 		if (!route_local(qp, w->ah.dlid, w->ah.is_global, &w->ah.dgid))
 			return HCA_RESP_DROP;
+		if (qp->dev->link.pcap)
+			hca_udp_capture_ud(qp, w, m);
 	} else if (!route_local(qp, qp->attr->ah_attr.dlid, qp->attr->ah_attr.is_global,
 				&qp->attr->ah_attr.grh.dgid)) {
 		return HCA_RESP_DROP;
@@ -368,6 +370,8 @@ static bool exec_head(struct hca_qp *qp)
 		return false;
 	}
 	rs = deliver(qp, w, &m);
+	if (qp->dev->link.pcap && rs == HCA_RESP_ACK)
+		hca_udp_capture(qp, w);
 	if (rs == HCA_RESP_DROP && !hca_reliable(qp->type))
 		rs = HCA_RESP_ACK; /* unreliable: the loss is silent */
 	switch (rs) {

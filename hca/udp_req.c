@@ -137,8 +137,13 @@ static void fill_request_hdr(struct hca_qp *qp, const struct hca_swqe *w,
 	}
 }
 
-/* Send every packet of WQE w (again, when rewound). */
-static enum ibv_wc_status transmit(struct hca_qp *qp, struct hca_swqe *w)
+/*
+ * Send every packet of WQE w (again, when rewound). capture_only: the
+ * shared-memory link moved the message already; record the packets it
+ * stands for in the pcap file and send nothing.
+ */
+static enum ibv_wc_status packetize(struct hca_qp *qp, struct hca_swqe *w,
+				    bool capture_only)
 {
 	uint8_t tr = hca_wire_transport(qp->type), pkt[HCA_PKT_MAX];
 	uint32_t mtu = hca_path_mtu_bytes(qp);
@@ -177,18 +182,51 @@ static enum ibv_wc_status transmit(struct hca_qp *qp, struct hca_swqe *w)
 		if (!hl)
 			return IBV_WC_LOC_QP_OP_ERR;
 		gather(iov, niov, (uint64_t)i * mtu, pkt + hl, plen);
-		hca_link_send(qp->dev, qp->udp_daddr, pkt, hl, plen);
+		if (capture_only)
+			hca_link_capture(qp->dev, qp->dev->link.ip, pkt, hl, plen);
+		else
+			hca_link_send(qp->dev, qp->udp_daddr, pkt, hl, plen);
 	}
 	return IBV_WC_SUCCESS;
 }
 
-static uint32_t in_flight(struct hca_qp *qp)
+static enum ibv_wc_status transmit(struct hca_qp *qp, struct hca_swqe *w)
+{
+	return packetize(qp, w, false);
+}
+
+/* SOFTIB_PCAP on the shared-memory link: the packets a message stands for. */
+void hca_udp_capture(struct hca_qp *qp, struct hca_swqe *w)
+{
+	if (qp->type == IBV_QPT_UD)
+		return; /* datagrams: build_ud records them (hca_udp_capture_ud) */
+	w->psn_set = false;
+	packetize(qp, w, true);
+}
+
+static bool needs_response(const struct hca_swqe *w);
+
+static uint32_t in_flight(struct hca_qp *qp, uint32_t *rd_atomic)
 {
 	uint32_t n = 0;
 
-	for (uint32_t i = qp->sq_head; i != qp->sq_next; i++)
+	*rd_atomic = 0;
+	for (uint32_t i = qp->sq_head; i != qp->sq_next; i++) {
 		n += SQ_SLOT(qp, i)->npkts;
+		*rd_atomic += needs_response(SQ_SLOT(qp, i));
+	}
 	return n;
+}
+
+/* Room for w: the packet window, and max_rd_atomic READs/atomics. */
+static bool may_send(struct hca_qp *qp, struct hca_swqe *w)
+{
+	uint32_t rd, pk = in_flight(qp, &rd);
+	uint32_t max_rd = qp->attr->max_rd_atomic ? qp->attr->max_rd_atomic : 1;
+
+	if (pk >= HCA_UDP_WINDOW)
+		return false;
+	return !needs_response(w) || rd < max_rd;
 }
 
 /* UC: sent is done (unsignaled WQEs complete silently). */
@@ -251,7 +289,7 @@ void hca_udp_sq_progress(struct hca_qp *qp)
 		return;
 	if (qp->sq_head == qp->sq_next)
 		qp->last_progress_ns = now;
-	while (qp->sq_next != qp->sq_tail && in_flight(qp) < HCA_UDP_WINDOW) {
+	while (qp->sq_next != qp->sq_tail && may_send(qp, SQ_SLOT(qp, qp->sq_next))) {
 		struct hca_swqe *w = SQ_SLOT(qp, qp->sq_next);
 		enum ibv_wc_status st = transmit(qp, w);
 
@@ -417,9 +455,9 @@ out:
 	pthread_mutex_unlock(&qp->sq_lock);
 }
 
-/* UD over the link: one SEND_ONLY datagram, complete once sent. */
-enum hca_resp_status hca_udp_send_ud(struct hca_qp *qp, struct hca_swqe *w,
-				     struct hca_msg *m, uint32_t daddr)
+/* One UD SEND_ONLY datagram: sent, or only recorded (shared memory). */
+static void ud_packet(struct hca_qp *qp, struct hca_swqe *w, struct hca_msg *m,
+		      uint32_t daddr, bool capture_only)
 {
 	uint8_t pkt[HCA_PKT_MAX];
 	struct hca_wire_hdr h = { .pkey = HCA_DEFAULT_PKEY, .dqpn = m->dst_qpn,
@@ -434,8 +472,23 @@ enum hca_resp_status hca_udp_send_ud(struct hca_qp *qp, struct hca_swqe *w,
 	qp->psn = hca_psn_add(qp->psn, 1);
 	hl = hca_wire_put_hdrs(pkt, sizeof(pkt), &h, m->len);
 	if (!hl)
-		return HCA_RESP_ACK;
+		return;
 	gather(m->iov, m->iovcnt, 0, pkt + hl, m->len);
-	hca_link_send(qp->dev, daddr, pkt, hl, m->len);
+	if (capture_only)
+		hca_link_capture(qp->dev, daddr, pkt, hl, m->len);
+	else
+		hca_link_send(qp->dev, daddr, pkt, hl, m->len);
+}
+
+/* UD over the link: complete once sent (a datagram is not answered). */
+enum hca_resp_status hca_udp_send_ud(struct hca_qp *qp, struct hca_swqe *w,
+				     struct hca_msg *m, uint32_t daddr)
+{
+	ud_packet(qp, w, m, daddr, false);
 	return HCA_RESP_ACK;
+}
+
+void hca_udp_capture_ud(struct hca_qp *qp, struct hca_swqe *w, struct hca_msg *m)
+{
+	ud_packet(qp, w, m, qp->dev->link.ip, true);
 }
