@@ -50,8 +50,7 @@ struct hca_link {
 	uint32_t held_to;
 	uint16_t held_port;
 	uint64_t held_ns;
-	_Atomic uint64_t tx_pkts, rx_pkts, fwd_pkts, tx_errors, drops_other;
-	_Atomic uint64_t drops[HCA_WIRE_ERR_MAX];
+	struct hca_link_counters *cnt;  /* in our process slot: softib shows them */
 };
 
 struct hca_dev {
@@ -273,6 +272,11 @@ struct hca_msg {
 				  * HCA_NONE (UDP): whom to wake after RNR */
 };
 
+#define HCA_COUNT(e, field) \
+	atomic_fetch_add_explicit(&(e)->cnt.field, 1, memory_order_relaxed)
+#define HCA_COUNT_DROP(e, why) \
+	atomic_fetch_add_explicit(&(e)->cnt.drops[why], 1, memory_order_relaxed)
+
 /* RC and XRC are the reliable transports: ACKs, RNR, retries. */
 static inline bool hca_reliable(enum ibv_qp_type t)
 {
@@ -348,6 +352,7 @@ int hca_link_init(struct hca_dev *dev);
 void hca_link_fini(struct hca_dev *dev);
 void hca_link_tick(struct hca_dev *dev);
 void hca_link_rx(struct hca_dev *dev, bool wait);
+void hca_link_inject(struct hca_dev *dev, const uint8_t *pkt, size_t len, uint32_t saddr);
 int hca_link_send(struct hca_dev *dev, uint32_t daddr, uint8_t *pkt, size_t hdr_len,
 		  size_t plen);
 bool hca_link_gid_ip(const union ibv_gid *gid, uint32_t *ip);

@@ -73,6 +73,8 @@ int hca_link_init(struct hca_dev *dev)
 	int rc;
 
 	l->fd = -1;
+	l->cnt = &dev->seg->procs[dev->slot].link;
+	memset(l->cnt, 0, sizeof(*l->cnt));
 	l->ip = host_ip(dev);
 	l->base = port_base();
 	l->port = (uint16_t)(l->base + dev->slot);
@@ -115,9 +117,9 @@ static void send_raw(struct hca_link *l, uint32_t daddr, uint16_t dport,
 				  .sin_addr.s_addr = htonl(daddr) };
 
 	if (sendto(l->fd, p, len, MSG_DONTWAIT, (struct sockaddr *)&to, sizeof(to)) < 0)
-		atomic_fetch_add(&l->tx_errors, 1);
+		atomic_fetch_add(&l->cnt->tx_errors, 1);
 	else
-		atomic_fetch_add(&l->tx_pkts, 1);
+		atomic_fetch_add(&l->cnt->tx_pkts, 1);
 }
 
 static void release_held(struct hca_link *l)
@@ -240,21 +242,21 @@ static void dispatch(struct hca_dev *dev, const uint8_t *pkt, size_t len, uint32
 	int err = hca_wire_parse(pkt, len, &ip, &h, &pl, &plen);
 
 	if (err) {
-		atomic_fetch_add(&l->drops[err < HCA_WIRE_ERR_MAX ? err : 0], 1);
+		atomic_fetch_add(&l->cnt->bad[err < 8 ? err : 0], 1);
 		return;
 	}
 	/* a QP that is gone, or not ours (a reused port): dropped */
 	e = hca_qp_lookup(dev->seg, h.dqpn);
 	if (!e || e->owner != dev->slot || e->owner_gen != dev->gen) {
-		atomic_fetch_add(&l->drops_other, 1);
+		atomic_fetch_add(&l->cnt->unknown_qp, 1);
 		return;
 	}
 	qp = dev->qp_tab[h.dqpn & (HCA_MAX_QP - 1)];
 	if (!qp || qp->qpn != h.dqpn) {
-		atomic_fetch_add(&l->drops_other, 1);
+		atomic_fetch_add(&l->cnt->unknown_qp, 1);
 		return;
 	}
-	atomic_fetch_add(&l->rx_pkts, 1);
+	atomic_fetch_add(&l->cnt->rx_pkts, 1);
 	if (hca_wire_op(h.opcode)->flags & HCA_WF_RESPONSE)
 		hca_udp_req_rx(qp, &h, pl, plen);
 	else
@@ -286,6 +288,14 @@ void hca_link_rx(struct hca_dev *dev, bool wait)
 		dispatch(dev, buf, (size_t)r, ntohl(from.sin_addr.s_addr));
 	}
 	pthread_mutex_unlock(&l->rx_lock);
+}
+
+/* A datagram handed in as if received from saddr (tests, fuzzing). */
+void hca_link_inject(struct hca_dev *dev, const uint8_t *pkt, size_t len, uint32_t saddr)
+{
+	pthread_mutex_lock(&dev->link.rx_lock);
+	dispatch(dev, pkt, len, saddr);
+	pthread_mutex_unlock(&dev->link.rx_lock);
 }
 
 /* Where a path leads over UDP: the IPv4 address of an IPv4-mapped GID. */

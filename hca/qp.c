@@ -174,8 +174,7 @@ static int qp_publish(struct hca_dev *dev, struct hca_qp *qp)
 	atomic_store(&e->port_lid, dev->lid);
 	atomic_store(&e->rx_msgs, 0);
 	atomic_store(&e->rx_bytes, 0);
-	atomic_store(&e->rnr_naks, 0);
-	atomic_store(&e->drops, 0);
+	memset(&e->cnt, 0, sizeof(e->cnt));
 	e->xrcd = qp->xrcd ? qp->xrcd->idx : HCA_NONE;
 	for (int i = 0; i < HCA_MAX_PROCS / 64; i++) {
 		atomic_store(&e->regs[i], 0);

@@ -136,8 +136,10 @@ static enum hca_resp_status no_rwqe(struct resp_ctx *r)
 	uint32_t s = r->m->src_slot;
 	_Atomic uint64_t *waiters;
 
-	if (!hca_reliable(r->m->type))
+	if (!hca_reliable(r->m->type)) {
+		HCA_COUNT_DROP(r->e, HCA_DROP_NO_WQE);
 		return HCA_RESP_DROP;
+	}
 	if (s < HCA_MAX_PROCS) {
 		waiters = r->srq == HCA_NONE ? r->e->rnr_waiters : seg->srqs[r->srq].rnr_waiters;
 		atomic_fetch_or(&waiters[s / 64], 1ULL << (s % 64));
@@ -261,9 +263,10 @@ static enum hca_resp_status resp_recv(struct resp_ctx *r, bool carries_data)
 /* A remote access violation: RC NAKs and errs; UC drops silently. */
 static enum hca_resp_status resp_access_error(struct resp_ctx *r)
 {
-	atomic_fetch_add(&r->e->drops, 1);
-	if (!hca_reliable(r->m->type))
+	if (!hca_reliable(r->m->type)) {
+		HCA_COUNT_DROP(r->e, HCA_DROP_ACCESS);
 		return HCA_RESP_ACK;
+	}
 	resp_qp_error(r, IBV_EVENT_QP_ACCESS_ERR);
 	return HCA_RESP_NAK_ACCESS;
 }
@@ -390,7 +393,7 @@ static enum hca_resp_status xrc_target(struct resp_ctx *r)
 	s = n < HCA_MAX_SRQ ? &seg->srqs[n] : NULL;
 	if (!s || !atomic_load_explicit(&s->handle, memory_order_acquire) ||
 	    s->xrcd != r->e->xrcd) {
-		atomic_fetch_add(&r->e->drops, 1);
+		HCA_COUNT_DROP(r->e, HCA_DROP_ACCESS);
 		return HCA_RESP_NAK_INV;
 	}
 	r->owner = s->owner;
@@ -425,7 +428,7 @@ enum hca_resp_status hca_resp_execute(struct hca_dev *dev, struct hca_msg *m)
 	if (!r.op || !r.e || !target_ok(&r))
 		return HCA_RESP_DROP;
 	if (!qkey_ok(&r)) {
-		atomic_fetch_add(&r.e->drops, 1);
+		HCA_COUNT_DROP(r.e, HCA_DROP_QKEY);
 		return HCA_RESP_DROP;
 	}
 	st = xrc_target(&r);
@@ -444,7 +447,7 @@ enum hca_resp_status hca_resp_execute(struct hca_dev *dev, struct hca_msg *m)
 		atomic_fetch_add_explicit(&r.e->rx_msgs, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&r.e->rx_bytes, m->len, memory_order_relaxed);
 	} else if (st == HCA_RESP_RNR) {
-		atomic_fetch_add_explicit(&r.e->rnr_naks, 1, memory_order_relaxed);
+		HCA_COUNT(r.e, rnr_sent);
 	}
 	return st;
 }

@@ -35,7 +35,7 @@
 #include "hca_limits.h"
 
 #define HCA_SEG_MAGIC   0x534f46544942ULL /* "SOFTIB" */
-#define HCA_SEG_VERSION 9
+#define HCA_SEG_VERSION 10
 #define HCA_HEAP_SIZE   (1ULL << 31)      /* sparse: tmpfs pages on touch */
 #define HCA_HEAP_MIN_ORDER 12
 #define HCA_HEAP_MAX_ORDER 31
@@ -46,6 +46,32 @@
 
 enum hca_proc_state { HCA_PROC_FREE = 0, HCA_PROC_LIVE = 1, HCA_PROC_DEAD = 2 };
 
+/* Why a QP dropped what reached it (softib counters). */
+enum hca_qp_drop {
+	HCA_DROP_QKEY,      /* UD: Q_Key mismatch */
+	HCA_DROP_PSN,       /* out of the PSN window: duplicate or ahead */
+	HCA_DROP_ACCESS,    /* UC: bad rkey / range; XRC: bad SRQ number */
+	HCA_DROP_NO_WQE,    /* UC/UD: no receive WQE */
+	HCA_DROP_STATE,     /* QP cannot receive in its state */
+	HCA_DROP_MAX
+};
+
+/* Per-QP counters, written by whichever process acts for the QP. */
+struct hca_qp_counters {
+	_Atomic uint64_t tx_pkts, rx_pkts;   /* UDP link packets */
+	_Atomic uint64_t retrans;            /* packets sent again */
+	_Atomic uint64_t naks_sent, naks_rcvd;
+	_Atomic uint64_t rnr_sent, rnr_rcvd;
+	_Atomic uint64_t drops[HCA_DROP_MAX];
+};
+
+/* Per-process link counters (the UDP socket is the process's). */
+struct hca_link_counters {
+	_Atomic uint64_t tx_pkts, rx_pkts, tx_errors;
+	_Atomic uint64_t bad[8];             /* by enum hca_wire_err */
+	_Atomic uint64_t unknown_qp;
+};
+
 /* A process slot. Written under seg->lock; state read lock-free. */
 struct hca_proc {
 	_Atomic uint32_t state;
@@ -54,6 +80,7 @@ struct hca_proc {
 	uint64_t starttime;    /* /proc/<pid>/stat field 22: pid reuse guard */
 	uint64_t freed_ns;     /* when the slot was last freed (delayed reuse) */
 	uint64_t bounce_off;   /* its bounce mailbox (mem_bounce.c), 0 if none */
+	struct hca_link_counters link;
 };
 
 /* A QP directory entry. The responder reads it from any process. */
@@ -78,7 +105,8 @@ struct hca_qp_ent {
 	_Atomic uint8_t max_dest_rd_atomic;
 	_Atomic uint16_t port_lid;     /* our port's LID (for wc.slid) */
 	_Atomic uint32_t dest_qpn;     /* RC/UC: connected peer */
-	_Atomic uint64_t rx_msgs, rx_bytes, rnr_naks, drops;
+	_Atomic uint64_t rx_msgs, rx_bytes; /* messages taken by the responder */
+	struct hca_qp_counters cnt;
 	uint32_t xrcd;                 /* XRC: domain index, else HCA_NONE */
 	_Atomic uint64_t regs[HCA_MAX_PROCS / 64]; /* XRC target: registered slots */
 	_Atomic uint64_t rnr_waiters[HCA_MAX_PROCS / 64]; /* slots held by RNR on it */

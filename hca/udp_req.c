@@ -162,6 +162,8 @@ static enum ibv_wc_status packetize(struct hca_qp *qp, struct hca_swqe *w,
 	if (atomic && w->total_len != 8)
 		return IBV_WC_LOC_LEN_ERR;
 	n = read || atomic ? 1 : pkts_for(w->total_len, mtu);
+	if (w->psn_set && !capture_only)
+		atomic_fetch_add_explicit(&qp->ent->cnt.retrans, n, memory_order_relaxed);
 	if (!w->psn_set) {
 		w->psn_set = true;
 		w->first_psn = qp->psn;
@@ -182,10 +184,12 @@ static enum ibv_wc_status packetize(struct hca_qp *qp, struct hca_swqe *w,
 		if (!hl)
 			return IBV_WC_LOC_QP_OP_ERR;
 		gather(iov, niov, (uint64_t)i * mtu, pkt + hl, plen);
-		if (capture_only)
+		if (capture_only) {
 			hca_link_capture(qp->dev, qp->dev->link.ip, pkt, hl, plen);
-		else
+		} else {
+			HCA_COUNT(qp->ent, tx_pkts);
 			hca_link_send(qp->dev, qp->udp_daddr, pkt, hl, plen);
+		}
 	}
 	return IBV_WC_SUCCESS;
 }
@@ -408,6 +412,10 @@ static void nak(struct hca_qp *qp, const struct hca_wire_hdr *h)
 
 	acked(qp, hca_psn_add(h->psn, -1));
 	complete_acked(qp);
+	if (kind == HCA_AETH_RNR_NAK)
+		HCA_COUNT(qp->ent, rnr_rcvd);
+	else
+		HCA_COUNT(qp->ent, naks_rcvd);
 	if (kind == HCA_AETH_RNR_NAK) {
 		if (qp->attr->rnr_retry != 7 && qp->rnr_left-- <= 0) {
 			hca_req_fail_head(qp, SQ_SLOT(qp, qp->sq_head), IBV_WC_RNR_RETRY_EXC_ERR);
@@ -430,6 +438,7 @@ void hca_udp_req_rx(struct hca_qp *qp, const struct hca_wire_hdr *h,
 	uint32_t idx;
 
 	pthread_mutex_lock(&qp->sq_lock);
+	HCA_COUNT(qp->ent, rx_pkts);
 	if (hca_qp_state(qp) == IBV_QPS_ERR || !qp->udp)
 		goto out;
 	if (op == HCA_WOP_ACKNOWLEDGE) {
@@ -474,10 +483,12 @@ static void ud_packet(struct hca_qp *qp, struct hca_swqe *w, struct hca_msg *m,
 	if (!hl)
 		return;
 	gather(m->iov, m->iovcnt, 0, pkt + hl, m->len);
-	if (capture_only)
+	if (capture_only) {
 		hca_link_capture(qp->dev, daddr, pkt, hl, m->len);
-	else
+	} else {
+		HCA_COUNT(qp->ent, tx_pkts);
 		hca_link_send(qp->dev, daddr, pkt, hl, m->len);
+	}
 }
 
 /* UD over the link: complete once sent (a datagram is not answered). */

@@ -37,12 +37,15 @@ static void send_answer(struct hca_qp *qp, uint32_t daddr, struct hca_wire_hdr *
 		return;
 	if (plen)
 		memcpy(pkt + hl, pl, plen);
+	HCA_COUNT(qp->ent, tx_pkts);
 	hca_link_send(qp->dev, daddr, pkt, hl, plen);
 }
 
 static void send_ack(struct hca_qp *qp, uint32_t daddr, uint32_t psn, uint8_t kind,
 		     uint8_t value)
 {
+	if (kind == HCA_AETH_NAK)
+		HCA_COUNT(qp->ent, naks_sent);
 	struct hca_wire_hdr h = { .opcode = hca_wire_transport(qp->type) |
 					    HCA_WOP_ACKNOWLEDGE,
 				  .psn = psn, .msn = qp->msn,
@@ -262,10 +265,12 @@ static void reliable_rx(struct hca_qp *qp, const struct hca_wire_hdr *h,
 	uint8_t wop = h->opcode & 0x1f;
 
 	if (d < 0) {
+		HCA_COUNT_DROP(qp->ent, HCA_DROP_PSN);
 		duplicate(qp, h, saddr);
 		return;
 	}
 	if (d > 0) {
+		HCA_COUNT_DROP(qp->ent, HCA_DROP_PSN);
 		if (!qp->nak_sent)
 			send_ack(qp, saddr, qp->epsn, HCA_AETH_NAK, HCA_NAK_PSN_SEQ_ERR);
 		qp->nak_sent = true;
@@ -310,6 +315,7 @@ static void uc_rx(struct hca_qp *qp, const struct hca_wire_hdr *h, const uint8_t
 		qp->rlen = 0;
 	} else if (!qp->in_msg || h->psn != qp->epsn) {
 		qp->in_msg = false; /* a lost packet: the whole message goes */
+		HCA_COUNT_DROP(qp->ent, HCA_DROP_PSN);
 		return;
 	}
 	qp->epsn = hca_psn_add(h->psn, 1);
@@ -359,8 +365,11 @@ void hca_udp_resp_rx(struct hca_qp *qp, const struct hca_wire_hdr *h,
 {
 	uint8_t st = atomic_load(&qp->ent->state);
 
-	if (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD)
+	HCA_COUNT(qp->ent, rx_pkts);
+	if (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD) {
+		HCA_COUNT_DROP(qp->ent, HCA_DROP_STATE);
 		return; /* a QP that cannot receive drops: the requester retries */
+	}
 	if ((h->opcode & 0xe0) != hca_wire_transport(qp->type))
 		return;
 	pthread_mutex_lock(&qp->resp_lock);

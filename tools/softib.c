@@ -419,8 +419,17 @@ static void show_procs(const struct view *v)
 static const struct col qp_cols[] = {
 	{ "QPN", false }, { "TYPE", false }, { "STATE", false }, { "PID", true },
 	{ "PD", true }, { "RECV", false }, { "DEST", false }, { "RX_MSGS", true },
-	{ "RX_BYTES", true }, { "RNR_NAKS", true }, { "DROPS", true },
+	{ "RX_BYTES", true }, { "RNR_SENT", true }, { "DROPS", true },
 };
+
+static uint64_t drops_total(const struct hca_qp_ent *e)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < HCA_DROP_MAX; i++)
+		n += atomic_load(&e->cnt.drops[i]);
+	return n;
+}
 
 static int xrc_holders(const struct hca_qp_ent *e)
 {
@@ -468,8 +477,8 @@ static void qp_row(struct table *t, const struct view *v,
 		cell(t, r, 6, "-");
 	cell(t, r, 7, "%llu", (unsigned long long)atomic_load(&e->rx_msgs));
 	cell(t, r, 8, "%llu", (unsigned long long)atomic_load(&e->rx_bytes));
-	cell(t, r, 9, "%llu", (unsigned long long)atomic_load(&e->rnr_naks));
-	cell(t, r, 10, "%llu", (unsigned long long)atomic_load(&e->drops));
+	cell(t, r, 9, "%llu", (unsigned long long)atomic_load(&e->cnt.rnr_sent));
+	cell(t, r, 10, "%llu", (unsigned long long)drops_total(e));
 	/* the entry was freed or reused while we read it: drop the row */
 	if (atomic_load_explicit(&e->qpn, memory_order_acquire) != qpn)
 		t->nrow--;
@@ -772,6 +781,75 @@ static void show_status(const struct view *v, int rc)
 	print_segment(v, rc);
 }
 
+/* ---- counters: per QP (link packets, retransmissions, NAKs, drops by
+ * cause) and per process (its UDP socket, packets refused by cause) ---- */
+
+static const struct col cnt_cols[] = {
+	{ "QPN", false }, { "TX_PKTS", true }, { "RX_PKTS", true },
+	{ "RETRANS", true }, { "NAK_TX", true }, { "NAK_RX", true },
+	{ "RNR_TX", true }, { "RNR_RX", true }, { "D_QKEY", true },
+	{ "D_PSN", true }, { "D_ACCESS", true }, { "D_NOWQE", true },
+	{ "D_STATE", true },
+};
+
+#define U64(x) ((unsigned long long)atomic_load(&(x)))
+
+static void cnt_row(struct table *t, const struct hca_qp_ent *e, uint32_t qpn)
+{
+	size_t r = row_add(t);
+
+	cell(t, r, 0, "0x%06x", qpn);
+	cell(t, r, 1, "%llu", U64(e->cnt.tx_pkts));
+	cell(t, r, 2, "%llu", U64(e->cnt.rx_pkts));
+	cell(t, r, 3, "%llu", U64(e->cnt.retrans));
+	cell(t, r, 4, "%llu", U64(e->cnt.naks_sent));
+	cell(t, r, 5, "%llu", U64(e->cnt.naks_rcvd));
+	cell(t, r, 6, "%llu", U64(e->cnt.rnr_sent));
+	cell(t, r, 7, "%llu", U64(e->cnt.rnr_rcvd));
+	for (int i = 0; i < HCA_DROP_MAX; i++)
+		cell(t, r, 8 + i, "%llu", U64(e->cnt.drops[i]));
+	if (atomic_load_explicit(&e->qpn, memory_order_acquire) != qpn)
+		t->nrow--;
+}
+
+static const struct col link_cols[] = {
+	{ "PID", true }, { "TX_PKTS", true }, { "RX_PKTS", true }, { "TX_ERR", true },
+	{ "SHORT", true }, { "VERSION", true }, { "OPCODE", true }, { "LENGTH", true },
+	{ "PAD", true }, { "ICRC", true }, { "NO_QP", true },
+};
+
+static void show_counters(const struct view *v)
+{
+	struct table t = { cnt_cols, 13, NULL, 0, 0 };
+	struct table l = { link_cols, 11, NULL, 0, 0 };
+
+	for (uint32_t i = 0; i < HCA_MAX_QP; i++) {
+		const struct hca_qp_ent *e = &v->seg->qps[i];
+		uint32_t qpn = atomic_load_explicit(&e->qpn, memory_order_acquire);
+
+		if (qpn)
+			cnt_row(&t, e, qpn);
+	}
+	table_print(&t, "no QP on this host");
+	for (uint16_t s = 0; s < HCA_MAX_PROCS; s++) {
+		const struct hca_proc *p = &v->seg->procs[s];
+		size_t r;
+
+		if (atomic_load(&p->state) != HCA_PROC_LIVE)
+			continue;
+		r = row_add(&l);
+		cell(&l, r, 0, "%d", (int)p->pid);
+		cell(&l, r, 1, "%llu", U64(p->link.tx_pkts));
+		cell(&l, r, 2, "%llu", U64(p->link.rx_pkts));
+		cell(&l, r, 3, "%llu", U64(p->link.tx_errors));
+		for (int k = 1; k <= 6; k++)
+			cell(&l, r, 3 + k, "%llu", U64(p->link.bad[k]));
+		cell(&l, r, 10, "%llu", U64(p->link.unknown_qp));
+	}
+	printf("\nUDP link, per process (packets refused by cause)\n");
+	table_print(&l, "no process on this host");
+}
+
 /* ---- command line ---- */
 
 static void usage(FILE *f)
@@ -788,6 +866,8 @@ static void usage(FILE *f)
 		"  cqs      completion queues\n"
 		"  mrs      memory keys\n"
 		"  xrcds    XRC domains\n"
+		"  counters per-QP packets, retransmissions, NAKs, RNR NAKs, drops by\n"
+		"           cause; per-process UDP link packets and refusals by cause\n"
 		"  all      all of the above\n");
 }
 
@@ -804,6 +884,7 @@ static const struct cmd cmds[] = {
 	{ "cqs", show_cqs, "completion queues" },
 	{ "mrs", show_mrs, "memory keys" },
 	{ "xrcds", show_xrcds, "XRC domains" },
+	{ "counters", show_counters, "counters" },
 };
 
 #define NCMDS ((int)(sizeof(cmds) / sizeof(cmds[0])))
