@@ -222,9 +222,19 @@ static void peer_died(struct hca_dev *dev, uint16_t slot)
 
 /* ---- waiting QPs (RNR and retransmission timers) ---- */
 
+/* The progress thread wakes at `when` (and every period after). */
+static void timer_arm(struct hca_dev *dev, uint64_t when, uint64_t now)
+{
+	struct itimerspec its = { .it_interval.tv_nsec = (long)HCA_PERIOD_NS };
+	uint64_t d = when > now ? when - now : 1000;
+
+	its.it_value.tv_sec = (time_t)(d / 1000000000ULL);
+	its.it_value.tv_nsec = (long)(d % 1000000000ULL);
+	timerfd_settime(dev->timer_fd, 0, &its, NULL);
+}
+
 void hca_dev_wait_add(struct hca_dev *dev, struct hca_qp *qp)
 {
-	struct itimerspec its = { 0 };
 	uint64_t now = hca_now_ns(), when = qp->wait_until_ns;
 
 	pthread_mutex_lock(&dev->lock);
@@ -235,11 +245,7 @@ void hca_dev_wait_add(struct hca_dev *dev, struct hca_qp *qp)
 	}
 	if (when < atomic_load(&dev->next_wake_ns) || !atomic_load(&dev->next_wake_ns)) {
 		atomic_store(&dev->next_wake_ns, when);
-		uint64_t d = when > now ? when - now : 1000;
-		its.it_value.tv_sec = (time_t)(d / 1000000000ULL);
-		its.it_value.tv_nsec = (long)(d % 1000000000ULL);
-		its.it_interval.tv_nsec = (long)HCA_PERIOD_NS;
-		timerfd_settime(dev->timer_fd, 0, &its, NULL);
+		timer_arm(dev, when, now);
 	}
 	pthread_mutex_unlock(&dev->lock);
 }
@@ -268,6 +274,8 @@ void hca_dev_run_waiting(struct hca_dev *dev)
 		}
 	}
 	atomic_store(&dev->next_wake_ns, next);
+	if (next)
+		timer_arm(dev, next, now);
 	pthread_mutex_unlock(&dev->lock);
 	for (int i = 0; i < n; i++) {
 		hca_sq_progress(run[i]);
