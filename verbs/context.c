@@ -62,6 +62,25 @@ bool vb_obj_report(struct vb_context *c, void *user, enum vb_ev_kind kind)
 	return found;
 }
 
+bool vb_obj_report_qp(struct vb_context *c, void *user, uint32_t *legacy_qpn)
+{
+	bool found = false;
+
+	*legacy_qpn = 0;
+	pthread_mutex_lock(&c->objs_lock);
+	for (struct vb_obj *o = c->objs.next; o != &c->objs; o = o->next) {
+		if (o->user == user) {
+			*legacy_qpn = o->xrc_legacy_qpn;
+			if (!o->xrc_legacy_qpn)
+				o->reported[VB_EV_ASYNC]++;
+			found = true;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&c->objs_lock);
+	return found;
+}
+
 void vb_obj_wait_acked(pthread_mutex_t *mutex, pthread_cond_t *cond,
 		       const uint32_t *done, uint32_t reported)
 {
@@ -110,6 +129,8 @@ static enum vb_elem elem_of(enum ibv_event_type type)
 static bool async_event_fill(struct vb_context *c, const struct hca_async_ev *ev,
 			     struct ibv_async_event *event)
 {
+	uint32_t legacy_qpn;
+
 	memset(event, 0, sizeof(*event));
 	event->event_type = ev->type;
 	switch (elem_of(ev->type)) {
@@ -117,8 +138,14 @@ static bool async_event_fill(struct vb_context *c, const struct hca_async_ev *ev
 		event->element.cq = ev->user;
 		break;
 	case EL_QP:
-		event->element.qp = ev->user;
-		break;
+		/* an XRC receive QP of the legacy API is named by number */
+		if (!ev->user || !vb_obj_report_qp(c, ev->user, &legacy_qpn))
+			return false;
+		if (legacy_qpn)
+			vb_xrc_legacy_event(event, legacy_qpn);
+		else
+			event->element.qp = ev->user;
+		return true;
 	case EL_SRQ:
 		event->element.srq = ev->user;
 		break;
@@ -214,6 +241,9 @@ static void set_ops(struct verbs_context *vctx)
 	vctx->create_qp_ex = vb_create_qp_ex;
 	vctx->create_srq_ex = vb_create_srq_ex;
 	vctx->get_srq_num = vb_get_srq_num;
+	vctx->open_xrcd = vb_open_xrcd;
+	vctx->close_xrcd = vb_close_xrcd;
+	vctx->open_qp = vb_open_qp;
 }
 
 /*

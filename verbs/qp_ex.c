@@ -207,12 +207,6 @@ static void wr_atomic_write(struct ibv_qp_ex *qpx, uint32_t rkey,
 	unsupported(qpx);
 }
 
-/* XRC: issue 5 */
-static void wr_set_xrc_srqn(struct ibv_qp_ex *qpx, uint32_t remote_srqn)
-{
-	unsupported(qpx);
-}
-
 /* ---- setters of the open work request ---- */
 
 /* The work request the setters apply to: the last one opened. */
@@ -354,6 +348,21 @@ static void wr_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah,
 	w->wr.ud.ah = ah;
 	w->wr.ud.remote_qpn = remote_qpn;
 	w->wr.ud.remote_qkey = remote_qkey;
+}
+
+/* XRC: the SRQ, of the target QP's domain, that receives the request. */
+static void wr_set_xrc_srqn(struct ibv_qp_ex *qpx, uint32_t remote_srqn)
+{
+	struct vb_wr_batch *b = &vb_qp_ex(qpx)->wr;
+	struct ibv_send_wr *w = wr_current(b);
+
+	if (!w)
+		return;
+	if (qpx->qp_base.qp_type != IBV_QPT_XRC_SEND) {
+		batch_fail(b, EINVAL);
+		return;
+	}
+	w->qp_type.xrc.remote_srqn = remote_srqn;
 }
 
 /* ---- start, complete, abort ---- */

@@ -1,15 +1,20 @@
 /*
- * Shared receive queues: create (plain and extended), modify, query,
- * destroy, receive posting and the SRQ number.  XRC SRQs come with XRC
- * (issue 5); until then ibv_create_srq_ex() refuses them.
+ * Shared receive queues: create (plain, extended, XRC), modify, query,
+ * destroy, receive posting and the SRQ number.
+ *
+ * An XRC SRQ receives what XRC send QPs address to it by number through any
+ * XRC receive QP of its domain; its completions go to its own CQ.  Every
+ * SRQ's public `handle` is its SRQ number, which is what the legacy
+ * header's srq->xrc_srq_num reads (include/infiniband/verbs.h).
  */
 #include <errno.h>
 #include <stdlib.h>
 
 #include "verbs_int.h"
 
-static struct ibv_srq *srq_create(struct ibv_pd *pd, void *srq_context,
-				  struct ibv_srq_attr *attr)
+struct ibv_srq *vb_srq_create(struct ibv_pd *pd, void *srq_context,
+			      struct ibv_srq_attr *attr, struct hca_xrcd *xrcd,
+			      struct ibv_cq *cq, atomic_int *xrc_srqs)
 {
 	struct vb_context *c;
 	struct vb_srq *srq;
@@ -28,7 +33,11 @@ static struct ibv_srq *srq_create(struct ibv_pd *pd, void *srq_context,
 	/* srq_limit is irrelevant at creation (ibv_create_srq(3)) */
 	a = (struct ibv_srq_attr){ .max_wr = attr->max_wr, .max_sge = attr->max_sge };
 
-	srq->h = hca_srq_create(vb_pd(pd)->h, &a, &srq->srq);
+	if (xrcd)
+		srq->h = hca_srq_create_xrc(vb_pd(pd)->h, xrcd,
+					    cq ? vb_cq(cq)->h : NULL, &a, &srq->srq);
+	else
+		srq->h = hca_srq_create(vb_pd(pd)->h, &a, &srq->srq);
 	if (!srq->h) {
 		int err = errno ? errno : ENOMEM;
 
@@ -44,6 +53,9 @@ static struct ibv_srq *srq_create(struct ibv_pd *pd, void *srq_context,
 	srq->srq.handle = hca_srq_num(srq->h);
 	pthread_mutex_init(&srq->srq.mutex, NULL);
 	pthread_cond_init(&srq->srq.cond, NULL);
+	srq->xrc_srqs = xrc_srqs;
+	if (xrc_srqs)
+		atomic_fetch_add(xrc_srqs, 1);
 	vb_obj_add(c, &srq->obj, &srq->srq);
 	return &srq->srq;
 }
@@ -55,16 +67,32 @@ struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
 		errno = EINVAL;
 		return NULL;
 	}
-	return srq_create(pd, srq_init_attr->srq_context, &srq_init_attr->attr);
+	return vb_srq_create(pd, srq_init_attr->srq_context,
+			     &srq_init_attr->attr, NULL, NULL, NULL);
 }
 
 #define SRQ_COMP_MASK_OK (IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | \
-			  IBV_SRQ_INIT_ATTR_CQ)
+			  IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ)
+
+/* An XRC SRQ names its domain and its CQ, of the same context as its PD. */
+static struct ibv_srq *srq_create_xrc(struct ibv_context *context,
+				      struct ibv_srq_init_attr_ex *a)
+{
+	const uint32_t need = IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+
+	if ((a->comp_mask & need) != need || !a->xrcd || !a->cq ||
+	    a->xrcd->context != context || a->cq->context != context) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return vb_srq_create(a->pd, a->srq_context, &a->attr,
+			     vb_xrcd(a->xrcd)->h, a->cq, NULL);
+}
 
 /*
  * The op behind ibv_create_srq_ex() when more than the PD (and a basic
- * type) is given.  A CQ is meaningful only for XRC SRQs; a basic SRQ
- * ignores it.
+ * type) is given.  A CQ and a domain are meaningful only for XRC SRQs; a
+ * basic SRQ ignores them.
  */
 struct ibv_srq *vb_create_srq_ex(struct ibv_context *context,
 				 struct ibv_srq_init_attr_ex *a)
@@ -78,9 +106,8 @@ struct ibv_srq *vb_create_srq_ex(struct ibv_context *context,
 		return NULL;
 	}
 	if ((a->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) &&
-	    a->srq_type != IBV_SRQT_BASIC) {
-		errno = a->srq_type == IBV_SRQT_XRC ||
-			a->srq_type == IBV_SRQT_TM ? EOPNOTSUPP : EINVAL;
+	    a->srq_type != IBV_SRQT_BASIC && a->srq_type != IBV_SRQT_XRC) {
+		errno = a->srq_type == IBV_SRQT_TM ? EOPNOTSUPP : EINVAL;
 		return NULL;
 	}
 	if (!(a->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !a->pd ||
@@ -88,7 +115,9 @@ struct ibv_srq *vb_create_srq_ex(struct ibv_context *context,
 		errno = EINVAL;
 		return NULL;
 	}
-	return srq_create(a->pd, a->srq_context, &a->attr);
+	if ((a->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && a->srq_type == IBV_SRQT_XRC)
+		return srq_create_xrc(context, a);
+	return vb_srq_create(a->pd, a->srq_context, &a->attr, NULL, NULL, NULL);
 }
 
 int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr,
@@ -124,6 +153,8 @@ int ibv_destroy_srq(struct ibv_srq *ibsrq)
 	vb_obj_del(vb_ctx(ibsrq->context), &srq->obj);
 	vb_obj_wait_acked(&ibsrq->mutex, &ibsrq->cond, &ibsrq->events_completed,
 			  srq->obj.reported[VB_EV_ASYNC]);
+	if (srq->xrc_srqs)
+		atomic_fetch_sub(srq->xrc_srqs, 1);
 	pthread_cond_destroy(&ibsrq->cond);
 	pthread_mutex_destroy(&ibsrq->mutex);
 	free(srq);

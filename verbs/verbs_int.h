@@ -65,6 +65,13 @@ struct vb_obj {
 	struct vb_obj *prev, *next;
 	void *user;                     /* the public struct */
 	uint32_t reported[VB_EV_KINDS]; /* events handed out (objs_lock) */
+	/*
+	 * Non-zero for a legacy XRC receive-QP registration (xrc_legacy.c):
+	 * its events go out as OFED gave them, naming the QP by this number,
+	 * so they hold no pointer and need no acknowledgement.  Set before
+	 * vb_obj_add(), never changed after.
+	 */
+	uint32_t xrc_legacy_qpn;
 };
 
 struct vb_context {
@@ -83,6 +90,9 @@ static inline struct vb_context *vb_ctx(struct ibv_context *c)
 void vb_obj_add(struct vb_context *c, struct vb_obj *o, void *user);
 void vb_obj_del(struct vb_context *c, struct vb_obj *o);
 bool vb_obj_report(struct vb_context *c, void *user, enum vb_ev_kind kind);
+/* An async event for a QP: as vb_obj_report(), except that for a legacy
+ * XRC registration nothing is counted and *legacy_qpn gets its number. */
+bool vb_obj_report_qp(struct vb_context *c, void *user, uint32_t *legacy_qpn);
 /* Wait (on mutex/cond) until *done has caught up with `reported`. */
 void vb_obj_wait_acked(pthread_mutex_t *mutex, pthread_cond_t *cond,
 		       const uint32_t *done, uint32_t reported);
@@ -124,6 +134,15 @@ struct vb_srq {
 	struct ibv_srq srq;
 	struct hca_srq *h;
 	struct vb_obj obj;
+	/* An XRC SRQ of a legacy domain counts itself there (xrc_legacy.c):
+	 * ibv_close_xrc_domain() is EBUSY while any remains.  NULL otherwise. */
+	atomic_int *xrc_srqs;
+};
+
+/* An XRC domain of the modern API (xrc.c). */
+struct vb_xrcd {
+	struct ibv_xrcd xrcd;
+	struct hca_xrcd *h;
 };
 
 /* Work requests built through the ibv_qp_ex interface (qp_ex.c). */
@@ -178,6 +197,11 @@ static inline struct vb_srq *vb_srq(struct ibv_srq *srq)
 	return vb_container_of(srq, struct vb_srq, srq);
 }
 
+static inline struct vb_xrcd *vb_xrcd(struct ibv_xrcd *xrcd)
+{
+	return vb_container_of(xrcd, struct vb_xrcd, xrcd);
+}
+
 static inline struct vb_qp *vb_qp(struct ibv_qp *qp)
 {
 	return vb_container_of(qp, struct vb_qp, qpx.qp_base);
@@ -213,6 +237,11 @@ int vb_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
 struct ibv_srq *vb_create_srq_ex(struct ibv_context *context,
 				 struct ibv_srq_init_attr_ex *attr);
 int vb_get_srq_num(struct ibv_srq *srq, uint32_t *srq_num);
+/* Any kind of SRQ: xrcd and cq are NULL for a basic one.  xrc_srqs: see
+ * struct vb_srq. */
+struct ibv_srq *vb_srq_create(struct ibv_pd *pd, void *srq_context,
+			      struct ibv_srq_attr *attr, struct hca_xrcd *xrcd,
+			      struct ibv_cq *cq, atomic_int *xrc_srqs);
 
 /* qp.c */
 int vb_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
@@ -221,9 +250,18 @@ int vb_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
 		 struct ibv_recv_wr **bad);
 struct ibv_qp *vb_create_qp_ex(struct ibv_context *context,
 			       struct ibv_qp_init_attr_ex *attr);
+struct ibv_qp *vb_open_qp(struct ibv_context *context,
+			  struct ibv_qp_open_attr *attr);
 /* qp_ex.c */
 int vb_wr_init(struct vb_qp *qp);
 void vb_wr_fini(struct vb_qp *qp);
+
+/* xrc.c: XRC domains of the modern API */
+struct ibv_xrcd *vb_open_xrcd(struct ibv_context *context,
+			      struct ibv_xrcd_init_attr *attr);
+int vb_close_xrcd(struct ibv_xrcd *xrcd);
+/* xrc_legacy.c: an event of a legacy registration, as OFED reported it */
+void vb_xrc_legacy_event(struct ibv_async_event *event, uint32_t qpn);
 
 /* ops_unsupported.c: the ops softib does not implement, as explicit stubs */
 void vb_set_unsupported_ops(struct verbs_context *vctx);
