@@ -30,8 +30,9 @@ osu() {
 
 if [ -x build/bin/softib_osu ]; then
 	port=$(free_port) || exit 1
-	osu softib_osu 600 build/bin/softib_osu -p "$port" -- \
-		build/bin/softib_osu -p "$port" 127.0.0.1
+	osu "softib_osu: latency, bandwidth, bi-directional bandwidth" 600 \
+		build/bin/softib_osu -t all -p "$port" -- \
+		build/bin/softib_osu -t all -p "$port" 127.0.0.1
 else
 	# softib's own benchmark is not built yet: Debian's perftest instead.
 	for bin in ib_send_lat ib_send_bw; do
