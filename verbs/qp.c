@@ -310,13 +310,32 @@ struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *ibqp)
 	return qp->is_qp_ex ? &qp->qpx : NULL;
 }
 
+/*
+ * As the kernel's uverbs layer does before a device sees a modify: an XRC
+ * half ignores (rather than refuses) the attributes of the other half —
+ * the responder's on the send side, the requester's on the receive side —
+ * since programs (perftest) configure both halves with the RC set.
+ */
+int vb_qp_mask_used(enum ibv_qp_type type, int mask)
+{
+	switch (type) {
+	case IBV_QPT_XRC_SEND:
+		return mask & ~(IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+	case IBV_QPT_XRC_RECV:
+		return mask & ~(IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT |
+				IBV_QP_RNR_RETRY);
+	default:
+		return mask;
+	}
+}
+
 int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
 {
 	int rc;
 
 	if (!qp || !attr)
 		return EINVAL;
-	rc = hca_qp_modify(vb_qp(qp)->h, attr, attr_mask);
+	rc = hca_qp_modify(vb_qp(qp)->h, attr, vb_qp_mask_used(qp->qp_type, attr_mask));
 	if (rc)
 		return rc;
 	qp->state = hca_qp_state(vb_qp(qp)->h);

@@ -252,6 +252,8 @@ struct ibv_qp *vb_create_qp_ex(struct ibv_context *context,
 			       struct ibv_qp_init_attr_ex *attr);
 struct ibv_qp *vb_open_qp(struct ibv_context *context,
 			  struct ibv_qp_open_attr *attr);
+/* The part of a modify mask a QP type uses (the rest is ignored). */
+int vb_qp_mask_used(enum ibv_qp_type type, int mask);
 /* qp_ex.c */
 int vb_wr_init(struct vb_qp *qp);
 void vb_wr_fini(struct vb_qp *qp);

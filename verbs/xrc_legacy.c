@@ -293,8 +293,9 @@ static void handle_done(struct hca_qp *temp)
 
 /*
  * The transitions, and the attributes each requires, are the receive QP's
- * rows of the HCA's modify table, as for ibv_modify_qp(): the QP need not
- * go beyond RTR to receive.
+ * rows of the HCA's modify table, as for ibv_modify_qp() (which also
+ * ignores the requester's attributes here): the QP need not go beyond RTR
+ * to receive.
  */
 int ibv_modify_xrc_rcv_qp(struct ibv_xrc_domain *domain, uint32_t qpn,
 			  struct ibv_qp_attr *attr, int attr_mask)
@@ -309,7 +310,8 @@ int ibv_modify_xrc_rcv_qp(struct ibv_xrc_domain *domain, uint32_t qpn,
 	pthread_mutex_lock(&dom->lock);
 	h = handle_for(dom, qpn, &temp, &rc);
 	if (h)
-		rc = hca_qp_modify(h, attr, attr_mask);
+		rc = hca_qp_modify(h, attr, vb_qp_mask_used(IBV_QPT_XRC_RECV,
+							     attr_mask));
 	handle_done(temp);
 	pthread_mutex_unlock(&dom->lock);
 	return rc;
