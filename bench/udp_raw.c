@@ -29,7 +29,10 @@
  * sleeps in recv. Sockets are connect()ed unless -u: then every datagram
  * goes through sendto/recvfrom with an address, as softib's one socket per
  * process must. -B moves up to 64 datagrams per system call (sendmmsg,
- * recvmmsg), to show what batching would be worth.
+ * recvmmsg), -G up to 64 per sendmsg as one UDP GSO buffer (UDP_SEGMENT:
+ * the kernel cuts it into datagrams, on veth only at the receiving
+ * socket), to show what batching would be worth. Neither is what the
+ * targets compare with: softib sends one datagram per sendto.
  */
 #include <arpa/inet.h>
 #include <endian.h>
@@ -38,6 +41,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -71,6 +75,7 @@ struct opts {
 	bool block;          /* -w block */
 	bool unconnected;    /* -u */
 	bool batch;          /* -B */
+	bool gso;            /* -G */
 	const char *host;    /* NULL: server */
 };
 
@@ -82,7 +87,7 @@ struct hello {
 	uint32_t nmsg;
 	uint64_t msg;
 	uint32_t iters;
-	uint32_t flags;      /* bit 0 block, 1 unconnected, 2 batch */
+	uint32_t flags;      /* bit 0 block, 1 unconnected, 2 batch, 3 gso */
 	uint32_t udp_port;   /* where the sender of this hello receives */
 	uint32_t lat_size;
 };
@@ -141,8 +146,9 @@ static void usage(void)
 		"block\n"
 		"  -u        unconnected sockets: sendto/recvfrom per datagram\n"
 		"  -B        batch: sendmmsg/recvmmsg, up to %d datagrams a call\n"
+		"  -G        stream sent as UDP GSO buffers (UDP_SEGMENT)\n"
 		"Sizes take k/m suffixes. Both sides must be given the same "
-		"-t -d -s -m -n -i -w -u -B.\n", DEFAULT_PORT, BATCH);
+		"-t -d -s -m -n -i -w -u -B -G.\n", DEFAULT_PORT, BATCH);
 	exit(2);
 }
 
@@ -173,7 +179,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 	*o = (struct opts){ .tests = T_LAT | T_BW, .port = DEFAULT_PORT,
 			    .dgram = 1024, .msg = 1u << 20, .nmsg = 512,
 			    .iters = 10000 };
-	while ((c = getopt(argc, argv, "p:t:d:s:m:n:i:w:uBh")) != -1) {
+	while ((c = getopt(argc, argv, "p:t:d:s:m:n:i:w:uBGh")) != -1) {
 		switch (c) {
 		case 'p':
 			o->port = atoi(optarg);
@@ -233,6 +239,9 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'B':
 			o->batch = true;
+			break;
+		case 'G':
+			o->gso = true;
 			break;
 		default:
 			usage();
@@ -400,7 +409,7 @@ static void meet(struct raw *r)
 {
 	const struct opts *o = &r->o;
 	uint32_t flags = (o->block ? 1 : 0) | (o->unconnected ? 2 : 0) |
-			 (o->batch ? 4 : 0);
+			 (o->batch ? 4 : 0) | (o->gso ? 8 : 0);
 	struct hello me = {
 		.magic = htonl(WIRE_MAGIC), .tests = htonl(o->tests),
 		.dgram = htonl(o->dgram), .nmsg = htonl(o->nmsg),
@@ -419,7 +428,7 @@ static void meet(struct raw *r)
 	    peer.iters != me.iters || peer.flags != me.flags ||
 	    peer.lat_size != me.lat_size)
 		die("the two sides were given different options "
-		    "(-t -d -s -m -n -i -w -u -B must agree)");
+		    "(-t -d -s -m -n -i -w -u -B -G must agree)");
 	if (getpeername(r->tcp, (struct sockaddr *)&r->peer, &sl))
 		die("getpeername: %s", strerror(errno));
 	r->peer.sin_port = htons((uint16_t)ntohl(peer.udp_port));
@@ -552,10 +561,45 @@ static void table_lat(struct raw *r)
 
 /* ---- stream ---- */
 
+/* len bytes from p as one GSO buffer: datagrams of -d bytes each (the
+ * last may be shorter). Returns how many datagrams that was. */
+static uint64_t send_gso(struct raw *r, const uint8_t *p, size_t len)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(uint16_t))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { .iov_base = (void *)p, .iov_len = len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+			     .msg_control = u.buf,
+			     .msg_controllen = sizeof(u.buf) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	uint16_t seg = (uint16_t)r->o.dgram;
+
+	if (r->o.unconnected) {
+		mh.msg_name = &r->peer;
+		mh.msg_namelen = sizeof(r->peer);
+	}
+	cm->cmsg_level = SOL_UDP;
+	cm->cmsg_type = UDP_SEGMENT;
+	cm->cmsg_len = CMSG_LEN(sizeof(seg));
+	memcpy(CMSG_DATA(cm), &seg, sizeof(seg));
+	while (sendmsg(r->udp, &mh, 0) < 0) {
+		if (errno == ENOBUFS)
+			break; /* lost, as on a wire */
+		if (errno != EINTR)
+			die("sendmsg (UDP_SEGMENT): %s", strerror(errno));
+	}
+	return (len + r->o.dgram - 1) / r->o.dgram;
+}
+
 /* Sends every datagram of every message, then the end marks. */
 static void stream_send(struct raw *r)
 {
 	uint64_t per = (r->o.msg + r->o.dgram - 1) / r->o.dgram;
+	/* a GSO buffer is one UDP datagram to the stack: 64 KiB at most */
+	uint64_t gso_segs = 65507 / r->o.dgram < BATCH ? 65507 / r->o.dgram :
+							 BATCH;
 	struct mmsghdr mh[BATCH];
 	struct iovec iov[BATCH];
 
@@ -565,6 +609,16 @@ static void stream_send(struct raw *r)
 			uint64_t off = d * r->o.dgram;
 			uint32_t k = 0;
 
+			if (r->o.gso && gso_segs > 1) {
+				uint64_t n = per - d < gso_segs ? per - d :
+								  gso_segs;
+				uint64_t len = n * r->o.dgram;
+
+				if (len > r->o.msg - off)
+					len = r->o.msg - off;
+				d += send_gso(r, r->buf + off, len);
+				continue;
+			}
 			if (!r->o.batch) {
 				size_t len = r->o.msg - off < r->o.dgram ?
 					     r->o.msg - off : r->o.dgram;
@@ -687,7 +741,8 @@ static void table_bw(struct raw *r)
 	       "# Size      Bandwidth (MB/s)   lost (%%)   sent (MB/s)\n",
 	       r->o.nmsg, (unsigned long long)r->o.msg, r->o.dgram,
 	       r->o.unconnected ? ", sendto" : "",
-	       r->o.batch ? ", sendmmsg/recvmmsg" : "");
+	       r->o.batch ? ", sendmmsg/recvmmsg" :
+	       r->o.gso ? ", UDP GSO" : "");
 	printf("%-10llu%18.2f%11.2f%14.2f\n\n", (unsigned long long)r->o.msg,
 	       rep.ns ? rep.bytes * 1e3 / rep.ns : 0.0,
 	       100.0 * (double)(sent - (rep.dgrams < sent ? rep.dgrams : sent)) /

@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# softib's UDP link beside raw UDP, across two hosts, in one run.
+#
+#   sudo bench/udp_vs_raw.sh [-r REPS] [-M "MTU ..."] [-k]
+#
+# Makes two hosts out of network namespaces joined by a veth pair (removed
+# at exit), and for each veth MTU (default 1500 and 9000: softib's path MTU
+# is then 1024 and 4096) runs, REPS times interleaved so that the load of
+# the machine falls on both alike:
+#   - softib RC (build/bin/udp_rc, GID-addressed, over the UDP link):
+#     8-byte SEND ping-pong and 1 MiB SEND bandwidth;
+#   - raw UDP (build/bin/udp_raw): 8-byte ping-pong, and a stream of 1 MiB
+#     messages in datagrams of softib's payload per packet at that MTU,
+#     counted by the receiver.
+# It prints every run, then a table of medians with the ratios to the
+# targets of issue 6: 8 B one-way latency <= 1.3x raw UDP, 1 MiB bandwidth
+# >= 0.7x the raw UDP stream. Latency compares the medians of the runs'
+# medians (half round trips), the figure that a busy 2-core machine
+# disturbs least; means are printed beside them.
+#
+#   -r REPS   runs of each benchmark per MTU (default 5)
+#   -M LIST   veth MTUs (default "1500 9000")
+#   -k        keep the logs (their directory is printed)
+# Needs root (ip netns) and a build (scons). Exit status 0 whether targets
+# are met or not; 1 if a benchmark failed; 2 on bad use or missing pieces.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+
+REPS=5 MTUS="1500 9000" KEEP=0
+BUDGET=100 # seconds: no run starts after this
+while getopts "r:M:kh" opt; do
+	case $opt in
+	r) REPS=$OPTARG ;;
+	M) MTUS=$OPTARG ;;
+	k) KEEP=1 ;;
+	*) sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2 ;;
+	esac
+done
+case $REPS in '' | *[!0-9]* | 0) echo "udp_vs_raw: -r wants a count" >&2; exit 2 ;; esac
+
+RC=$PWD/build/bin/udp_rc RAW=$PWD/build/bin/udp_raw
+for b in "$RC" "$RAW"; do
+	[ -x "$b" ] || { echo "udp_vs_raw: $b missing: run scons" >&2; exit 2; }
+done
+if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
+	echo "udp_vs_raw: needs root and iproute2 (ip netns)" >&2
+	exit 2
+fi
+
+NA=sibbA$$ NB=sibbB$$ VA=vba$$ VB=vbb$$
+IPA=10.79.$(($$ % 250)).1 IPB=10.79.$(($$ % 250)).2
+LOG=$(mktemp -d "${TMPDIR:-/tmp}/udp_vs_raw.XXXXXX")
+PORT=18600 # TCP ports inside our own namespaces: no one else is there
+
+# shellcheck disable=SC2317 # called by the EXIT trap
+cleanup() {
+	local ns
+	for ns in "$NA" "$NB"; do
+		ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null
+		ip netns del "$ns" 2>/dev/null
+	done
+	if [ "$KEEP" = 1 ]; then echo "logs kept in $LOG"; else rm -rf "$LOG"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+netns_up() {
+	ip netns add "$NA" && ip netns add "$NB" &&
+		ip link add "$VA" type veth peer name "$VB" &&
+		ip link set "$VA" netns "$NA" && ip link set "$VB" netns "$NB" &&
+		ip -n "$NA" addr add "$IPA/24" dev "$VA" &&
+		ip -n "$NB" addr add "$IPB/24" dev "$VB" &&
+		ip -n "$NA" link set lo up && ip -n "$NB" link set lo up &&
+		ip -n "$NA" link set "$VA" up && ip -n "$NB" link set "$VB" up
+}
+if ! netns_up; then
+	echo "udp_vs_raw: cannot create the namespaces" >&2
+	exit 2
+fi
+
+# pair NAME CMD ARGS...: the server in A, the client (ARGS + A's address)
+# in B, both bounded; the client's output in $LOG/NAME. Fails if either does.
+pair() {
+	local name=$1 spid src=0 crc=0
+	shift
+	PORT=$((PORT + 1))
+	timeout -k 2 30 ip netns exec "$NA" "$@" -p "$PORT" \
+		>"$LOG/$name.server" 2>&1 </dev/null &
+	spid=$!
+	timeout -k 2 30 ip netns exec "$NB" "$@" -p "$PORT" "$IPA" \
+		>"$LOG/$name" 2>&1 </dev/null || crc=$?
+	wait "$spid" || src=$?
+	if [ "$src" != 0 ] || [ "$crc" != 0 ]; then
+		echo "udp_vs_raw: $name failed (server $src, client $crc):" >&2
+		tail -n 5 "$LOG/$name.server" "$LOG/$name" >&2
+		return 1
+	fi
+}
+
+# The data row of size $2 in output file $1 (first match).
+row() { awk -v s="$2" '$1 == s { print; exit }' "$1"; }
+
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+# verdict VALUE OP LIMIT: "target met" or "target missed"
+verdict() {
+	awk -v v="$1" -v op="$2" -v l="$3" 'BEGIN {
+		ok = op == "<=" ? v <= l : v >= l
+		print ok ? "target met" : "target missed" }'
+}
+
+echo "# softib UDP link vs raw UDP, hosts $NA ($IPA) <-> $NB ($IPB) on a veth pair"
+echo "# $(uname -r), $(nproc) CPUs; load at start:$(uptime | sed 's/.*load average//')"
+failed=0
+declare -A RES
+for mtu in $MTUS; do
+	if ! ip -n "$NA" link set "$VA" mtu "$mtu" ||
+		! ip -n "$NB" link set "$VB" mtu "$mtu"; then
+		echo "udp_vs_raw: cannot set MTU $mtu" >&2
+		exit 2
+	fi
+	echo "# veth MTU $mtu"
+	printf "#   %-4s %-22s %-22s %-14s %-14s\n" run "softib lat mean/med" \
+		"raw lat mean/med" "softib MB/s" "raw MB/s (lost)"
+	for k in sl sm rl rm sb rb; do : >"$LOG/$k.$mtu"; done
+	ibmtu=
+	for ((i = 1; i <= REPS; i++)); do
+		if [ "$SECONDS" -gt "$BUDGET" ]; then
+			echo "#   (time budget of ${BUDGET}s spent: no more runs)"
+			break
+		fi
+		n=$mtu.$i
+		pair "sl.$n" "$RC" -t lat -s 8 -i 5000 || { failed=1; continue; }
+		# the raw stream's datagrams carry what one softib packet
+		# carries at this MTU: its path MTU, as softib reports it
+		ibmtu=$(sed -n 's/.*active MTU \([0-9]*\) bytes.*/\1/p' "$LOG/sl.$n")
+		if ! pair "rl.$n" "$RAW" -t lat -s 8 -i 5000 ||
+			! pair "sb.$n" "$RC" -t bw -m 1m -n 4 -W 16 ||
+			! pair "rb.$n" "$RAW" -t bw -m 1m -n 128 -d "$ibmtu"; then
+			failed=1
+			continue
+		fi
+		read -r _ slm slq < <(row "$LOG/sl.$n" 8)
+		read -r _ rlm rlq < <(row "$LOG/rl.$n" 8)
+		read -r _ sbw < <(row "$LOG/sb.$n" 1048576)
+		read -r _ rbw rlost _ < <(row "$LOG/rb.$n" 1048576)
+		printf "#   %-4s %-22s %-22s %-14s %-14s\n" "$i" "$slm / $slq" \
+			"$rlm / $rlq" "$sbw" "$rbw ($rlost %)"
+		echo "$slm" >>"$LOG/sl.$mtu"; echo "$slq" >>"$LOG/sm.$mtu"
+		echo "$rlm" >>"$LOG/rl.$mtu"; echo "$rlq" >>"$LOG/rm.$mtu"
+		echo "$sbw" >>"$LOG/sb.$mtu"; echo "$rbw" >>"$LOG/rb.$mtu"
+	done
+	[ -s "$LOG/sb.$mtu" ] || continue
+	for k in sl sm rl rm sb rb; do
+		RES[$k.$mtu]=$(median <"$LOG/$k.$mtu")
+	done
+	RES[ib.$mtu]=$ibmtu
+	echo "#   softib path MTU $ibmtu; raw stream datagrams of $ibmtu bytes"
+done
+echo "# load at end:$(uptime | sed 's/.*load average//')"
+echo
+
+printf "%-5s %-6s %-22s %10s %10s %7s %8s  %s\n" MTU IB-MTU measure softib \
+	"raw UDP" ratio target verdict
+for mtu in $MTUS; do
+	[ -n "${RES[sb.$mtu]:-}" ] || continue
+	r=$(awk -v a="${RES[sm.$mtu]}" -v b="${RES[rm.$mtu]}" 'BEGIN { printf "%.2f", a / b }')
+	printf "%-5s %-6s %-22s %10.2f %10.2f %7s %8s  %s\n" "$mtu" "${RES[ib.$mtu]}" \
+		"8 B latency (us)" "${RES[sm.$mtu]}" "${RES[rm.$mtu]}" "$r" "<= 1.3" \
+		"$(verdict "$r" "<=" 1.3)"
+	r2=$(awk -v a="${RES[sl.$mtu]}" -v b="${RES[rl.$mtu]}" 'BEGIN { printf "%.2f", a / b }')
+	printf "%-5s %-6s %-22s %10.2f %10.2f %7s %8s  %s\n" "$mtu" "${RES[ib.$mtu]}" \
+		"  (means, for reference)" "${RES[sl.$mtu]}" "${RES[rl.$mtu]}" "$r2" "" ""
+	r=$(awk -v a="${RES[sb.$mtu]}" -v b="${RES[rb.$mtu]}" 'BEGIN { printf "%.2f", a / b }')
+	printf "%-5s %-6s %-22s %10.2f %10.2f %7s %8s  %s\n" "$mtu" "${RES[ib.$mtu]}" \
+		"1 MiB bandwidth (MB/s)" "${RES[sb.$mtu]}" "${RES[rb.$mtu]}" "$r" ">= 0.7" \
+		"$(verdict "$r" ">=" 0.7)"
+done
+echo "(medians of $REPS runs; latency one-way = half round trip, medians of"
+echo " 5000 ping-pongs each; MB/s = 10^6 B/s of payload, the raw stream's"
+echo " counted by its receiver)"
+exit "$failed"
