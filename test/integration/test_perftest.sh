@@ -9,10 +9,17 @@
 # A case passes when both sides exit 0 and the client prints a results
 # table: a "#bytes" header followed by a row that starts with a number.
 # -F keeps perftest from failing on CPU-frequency scaling warnings, which
-# say nothing about softib.
+# say nothing about softib.  Each side runs under stdbuf -oL, so that a side
+# killed on a hang still leaves what it printed in its log.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 . test/integration/lib.sh
+
+if [ ! -e "$(sib_lib)/libibverbs.so.1" ]; then
+	fail "the library is built: $(sib_lib)/libibverbs.so.1"
+	summary
+	exit
+fi
 
 # One row per run: BINARY|CONNECTION|EXTRA OPTIONS.
 cases=(
@@ -80,10 +87,11 @@ perf() {
 	}
 	n=$(iters "$@")
 	if ! run_pair "$label" "$secs" \
-		"${envs[@]}" "$bin" -d softib0 -p "$port" -c "$conn" -n "$n" -F "$@" \
+		"${envs[@]}" stdbuf -oL "$bin" -d softib0 -p "$port" \
+		-c "$conn" -n "$n" -F "$@" \
 		-- \
-		"${envs[@]}" "$bin" -d softib0 -p "$port" -c "$conn" -n "$n" -F "$@" \
-		127.0.0.1; then
+		"${envs[@]}" stdbuf -oL "$bin" -d softib0 -p "$port" \
+		-c "$conn" -n "$n" -F "$@" 127.0.0.1; then
 		fail "$label -n $n: both sides exit 0"
 		return
 	fi

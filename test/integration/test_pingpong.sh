@@ -13,10 +13,18 @@
 #
 # A case passes when both sides exit 0, both print their
 # "N bytes in S seconds" summary, neither complains (bad completion status,
-# invalid data), and with -t the server reports its completion clock cycles.
+# invalid data), and with -t both report their completion clock cycles.
+# Each side runs under stdbuf -oL, so that a side killed on a hang still
+# leaves what it printed in its log.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 . test/integration/lib.sh
+
+if [ ! -e "$(sib_lib)/libibverbs.so.1" ]; then
+	fail "the library is built: $(sib_lib)/libibverbs.so.1"
+	summary
+	exit
+fi
 
 # One row per tool and option set: TOOL|OPTIONS|SIZES.  "ud" in SIZES
 # stands for the UD sizes worked out below from the port's active MTU.
@@ -39,24 +47,20 @@ cases=(
 	"ibv_ud_pingpong|-c|ud"
 )
 
-# Iterations for a message size: enough to wrap the receive ring (500
-# entries) a few times in the default tier; much more in the long tier.
-# ibv_srq_pingpong counts iterations per QP (16 QPs), so it gets 1/16.
+# Iterations for a message size: small messages wrap the receive ring (500
+# entries) a few times in the default tier, large ones move 25-100 MB; the
+# long tier runs 50 times as many.  ibv_srq_pingpong counts iterations per
+# QP (16 QPs), so it gets 1/16 of them.
 iters() { # TOOL SIZE
 	local n
-	if sib_long; then
-		case $2 in
-		1 | 4096) n=100000 ;;
-		65536) n=20000 ;;
-		*) n=2000 ;;
-		esac
+	if [ "$2" -le 4096 ]; then
+		n=2000
+	elif [ "$2" -le 65536 ]; then
+		n=200
 	else
-		case $2 in
-		1 | 4096) n=2000 ;;
-		65536) n=200 ;;
-		*) n=50 ;;
-		esac
+		n=50
 	fi
+	sib_long && n=$((n * 50))
 	[ "$1" = ibv_srq_pingpong ] && n=$(((n + 15) / 16))
 	echo "$n"
 }
@@ -93,10 +97,11 @@ pingpong() {
 	}
 	n=$(iters "$tool" "$size")
 	if ! run_pair "$label" "$secs" \
-		"${envs[@]}" "$tool" -d softib0 -p "$port" -s "$size" -n "$n" "$@" \
+		"${envs[@]}" stdbuf -oL "$tool" -d softib0 -p "$port" \
+		-s "$size" -n "$n" "$@" \
 		-- \
-		"${envs[@]}" "$tool" -d softib0 -p "$port" -s "$size" -n "$n" "$@" \
-		127.0.0.1; then
+		"${envs[@]}" stdbuf -oL "$tool" -d softib0 -p "$port" \
+		-s "$size" -n "$n" "$@" 127.0.0.1; then
 		fail "$label -n $n: both sides exit 0"
 		return
 	fi
