@@ -488,7 +488,10 @@ static void connect_qp(struct rc *r)
 		die("ibv_modify_qp to RTR: %s", strerror(err));
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
+	/* 4.096 us x 2^18 = 1.07 s per try: on a loaded 2-core test machine
+	 * a process can go unscheduled for over a second, and with perftest's
+	 * 14 (67 ms) seven retries ran out while the peer was only starved */
+	a.timeout = 18;
 	a.retry_cnt = 7;
 	a.rnr_retry = 7;
 	a.sq_psn = psn;
