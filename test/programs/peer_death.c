@@ -23,11 +23,13 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -37,7 +39,7 @@
 #define MSG_SIZE    64
 #define MAX_WINDOW  64
 #define BOUND_SECS  10.0   /* death to last completion */
-#define ALARM_SECS  60     /* the whole run */
+#define ALARM_SECS  30     /* per variant: then it is declared hung */
 
 struct opts {
 	bool send, write;
@@ -45,6 +47,7 @@ struct opts {
 	uint8_t timeout, retry;
 	uint32_t window;
 	const char *dev;
+	bool verbose;
 };
 
 static struct opts O = { .send = true, .write = true, .k = 1000,
@@ -83,12 +86,47 @@ static double now_s(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/*
+ * Shared with the child (MAP_SHARED before the fork): the CLOCK_MONOTONIC
+ * time at which it is about to raise SIGKILL, so that bounds are measured
+ * from the death itself, not from when the survivor reaps it.
+ */
+struct shared {
+	_Atomic int64_t kill_ns;     /* 0 until the child is about to die */
+};
+static struct shared *SH;
+
+/* What the survivor is doing, for the alarm's report. */
+static volatile sig_atomic_t phase;
+static volatile uint64_t n_posted, n_done;
+static const char *volatile variant = "";
+static const char *const phase_names[] = {
+	"setting up", "inside ibv_post_send", "inside ibv_poll_cq",
+	"between calls", "tearing down",
+};
+enum { PH_SETUP, PH_POST, PH_POLL, PH_LOOP, PH_TEARDOWN };
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 static void on_alarm(int sig)
 {
-	static const char m[] = "peer_death: HUNG: still running after 60 s\n";
+	char m[256];
+	int64_t k = atomic_load(&SH->kill_ns);
+	int n;
 
 	(void)sig;
-	if (write(2, m, sizeof(m) - 1) < 0)
+	n = snprintf(m, sizeof(m), "peer_death: %s: HUNG: still %s after %d s; "
+		     "%" PRIu64 " WRs posted, %" PRIu64 " completed; %s %" PRId64
+		     " ms ago\n", variant, phase_names[phase], ALARM_SECS, n_posted,
+		     n_done, k ? "the child raised SIGKILL" :
+		     "the child has not died", k ? (now_ns() - k) / 1000000 : 0);
+	if (n > 0 && write(1, m, (size_t)n) < 0)
 		_exit(1);
 	_exit(1);
 }
@@ -235,7 +273,7 @@ static void child(int fd, bool writes)
 {
 	struct side s;
 	struct info peer;
-	uint32_t nrecv = O.k + 4 * O.window + 64, got = 0;
+	uint32_t nrecv = O.k + 4096, got = 0;
 	volatile uint64_t *counter;
 	double t0;
 	char c = 'r';
@@ -281,6 +319,7 @@ static void child(int fd, bool writes)
 			die("only %u of %u messages arrived in 30 s",
 			    writes ? (uint32_t)*counter : got, O.k);
 	}
+	atomic_store(&SH->kill_ns, now_ns());
 	raise(SIGKILL);
 	_exit(3); /* not reached */
 }
@@ -299,6 +338,7 @@ struct result {
 	int post_after;        /* ibv_post_send's return after the error */
 	enum ibv_wc_status after_status;
 	bool after_completed;
+	double max_post;       /* the longest ibv_post_send call, s */
 };
 
 static int run_variant(bool writes)
@@ -313,6 +353,11 @@ static int run_variant(bool writes)
 	char c;
 	bool pass = true;
 
+	atomic_store(&SH->kill_ns, 0);
+	variant = name;
+	phase = PH_SETUP;
+	n_posted = n_done = 0;
+	alarm(ALARM_SECS);
 	fflush(NULL);
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) < 0)
 		die("socketpair: %s", strerror(errno));
@@ -332,10 +377,10 @@ static int run_variant(bool writes)
 	exchange(&s, fd, &peer, 0x654321);
 	xfer(fd, &c, 1, false); /* the child's receives are posted */
 
-	double start = now_s();
+	double start = now_s(), t_kill = 0;
 	for (;;) {
 		struct ibv_wc wc[16];
-		double t = now_s();
+		double t;
 		int n;
 
 		/* Keep the window full until the first error. */
@@ -358,7 +403,14 @@ static int run_variant(bool writes)
 				wr.wr.rdma.remote_addr = peer.addr;
 				wr.wr.rdma.rkey = peer.rkey;
 			}
+			double tp = now_s();
+
+			phase = PH_POST;
 			err = ibv_post_send(s.qp, &wr, &bad);
+			phase = PH_LOOP;
+			tp = now_s() - tp;
+			if (tp > r.max_post)
+				r.max_post = tp;
 			if (err) {
 				fprintf(stderr, "%s: ibv_post_send of WR %" PRIu64
 					" failed: %s (before any error "
@@ -368,11 +420,18 @@ static int run_variant(bool writes)
 				goto out;
 			}
 			r.posted++;
+			n_posted = r.posted;
 			outstanding++;
 		}
+		phase = PH_POLL;
 		n = ibv_poll_cq(s.cq, 16, wc);
+		phase = PH_LOOP;
 		if (n < 0)
 			die("ibv_poll_cq failed");
+		t = now_s();
+		n_done += n > 0 ? (uint64_t)n : 0;
+		if (!t_kill && atomic_load(&SH->kill_ns))
+			t_kill = atomic_load(&SH->kill_ns) / 1e9;
 		for (int i = 0; i < n; i++) {
 			if (wc[i].wr_id != next_done)
 				r.out_of_order = true;
@@ -402,16 +461,22 @@ static int run_variant(bool writes)
 			if (waitpid(pid, &st, WNOHANG) == pid) {
 				r.child_reaped = true;
 				r.child_status = st;
-				r.t_death = t;
+				if (O.verbose)
+					fprintf(stderr, "%s: %s: child reaped "
+						"%.3f s after it raised SIGKILL;"
+						" %" PRIu64 " WRs outstanding\n",
+						who, name, now_s() - t_kill,
+						outstanding);
 			}
 		}
 		if (r.had_err && outstanding == 0)
 			break;
-		if (r.child_reaped && t - r.t_death > BOUND_SECS)
+		if (t_kill && t - t_kill > BOUND_SECS)
 			break;
-		if (!r.child_reaped && t - start > 40)
+		if (!t_kill && t - start > 25)
 			break;
 	}
+	r.t_death = t_kill;
 
 	/* Post once more on the errored QP: it must not go through; a
 	 * flushed completion (or a refused post) is what hardware gives. */
@@ -445,6 +510,7 @@ static int run_variant(bool writes)
 		}
 	}
 out:
+	phase = PH_TEARDOWN;
 	if (!r.child_reaped) {
 		kill(pid, SIGKILL);
 		waitpid(pid, &r.child_status, 0);
@@ -459,10 +525,10 @@ out:
 	       ", %" PRIu64 " completed OK", name, O.k,
 	       writes ? "writes seen" : "receives", r.posted, r.ok);
 	if (r.had_err)
-		printf(", then WR %" PRIu64 " %s %.3f s after the child died"
-		       ", %" PRIu64 " RETRY_EXC_ERR, %" PRIu64
+		printf(", then WR %" PRIu64 " %s %.3f s after the child "
+		       "raised SIGKILL, %" PRIu64 " RETRY_EXC_ERR, %" PRIu64
 		       " WR_FLUSH_ERR, %" PRIu64 " other; last completion "
-		       "%.3f s after death\n", r.first_err_wr,
+		       "%.3f s after the kill\n", r.first_err_wr,
 		       ibv_wc_status_str(r.first_err),
 		       r.t_first_err - r.t_death, r.retry_exc, r.flushed,
 		       r.other, r.t_last - r.t_death);
@@ -518,6 +584,11 @@ out:
 			pass = false;
 		}
 	}
+	if (r.max_post > 1.0) {
+		printf("  FAIL: one ibv_post_send call blocked for %.3f s\n",
+		       r.max_post);
+		pass = false;
+	}
 	if (r.out_of_order) {
 		printf("  FAIL: completions came out of posting order\n");
 		pass = false;
@@ -558,7 +629,7 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: peer_death [-o send|write|both] [-k K] [-T timeout] "
-		"[-r retry_cnt] [-w window] [-d dev]\n"
+		"[-r retry_cnt] [-w window] [-d dev] [-v]\n"
 		"  defaults: -o both -k 1000 -T 14 -r 7 -w 16 -d softib0\n");
 	exit(2);
 }
@@ -567,7 +638,7 @@ int main(int argc, char **argv)
 {
 	int c, rc = 0;
 
-	while ((c = getopt(argc, argv, "o:k:T:r:w:d:h")) != -1) {
+	while ((c = getopt(argc, argv, "o:k:T:r:w:d:vh")) != -1) {
 		switch (c) {
 		case 'o':
 			O.send = !strcmp(optarg, "send") ||
@@ -579,8 +650,8 @@ int main(int argc, char **argv)
 			break;
 		case 'k':
 			O.k = (uint32_t)strtoul(optarg, NULL, 0);
-			if (O.k < 1 || O.k > 1000000)
-				die("-k must be 1..10^6");
+			if (O.k < 1 || O.k > 12000)
+				die("-k must be 1..12000");
 			break;
 		case 'T':
 			O.timeout = (uint8_t)atoi(optarg);
@@ -601,14 +672,20 @@ int main(int argc, char **argv)
 		case 'd':
 			O.dev = optarg;
 			break;
+		case 'v':
+			O.verbose = true;
+			break;
 		default:
 			usage();
 		}
 	}
 	if (optind != argc)
 		usage();
+	SH = mmap(NULL, sizeof(*SH), PROT_READ | PROT_WRITE,
+		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (SH == MAP_FAILED)
+		die("mmap: %s", strerror(errno));
 	signal(SIGALRM, on_alarm);
-	alarm(ALARM_SECS);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	printf("peer_death: RC, timeout %u (%.3f s a try), retry_cnt %u: the "
 	       "first outstanding WR should fail after ~%.2f s\n", O.timeout,
