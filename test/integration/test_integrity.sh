@@ -1,0 +1,60 @@
+#!/bin/bash
+# Data integrity of the intra-host data path under stress: build/test/
+# integrity forks client processes that drive RC, UC and UD QPs with every
+# opcode, random sizes, offsets and scatter/gather lists, and checks every
+# byte, the order, and the atomics' results (see test/programs/integrity.c).
+# Each run once over cross-memory attach and once over the bounce path
+# (SOFTIB_NO_CMA=1).  Default tier: 10^5 messages a run; long tier: 10^6.
+cd "$(dirname "$0")/../.." || exit 1
+. test/integration/lib.sh
+
+prog=build/test/integrity
+n=100000
+secs=300
+if sib_long; then
+	n=1000000
+	secs=2400
+fi
+
+# integrity DESCRIPTION [VAR=VALUE...] -- ARGS...: one run, bounded by
+# $secs; passes if it exits 0 and reports no error and every message.
+integrity() {
+	local desc=$1 log rc=0
+	local -a envs=()
+	shift
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do
+		envs+=("$1")
+		shift
+	done
+	shift
+	log=$SIB_TMP/integrity.$((SIB_PASSES + SIB_FAILS)).log
+	sib_run "$secs" env "${envs[@]}" "$prog" "$@" >"$log" 2>&1 || rc=$?
+	if [ "$rc" -eq 0 ] && grep -q '^PASSED$' "$log" &&
+		grep -Eq "^messages ([0-9]+) \(expected \1\),.* errors 0 " "$log"; then
+		pass "$desc: $(grep '^messages' "$log")"
+	else
+		fail "$desc (exit $rc${envs[*]:+, ${envs[*]}}: $prog $*)"
+		[ "$rc" -eq 124 ] && echo "(timed out after ${secs}s)"
+		tail -n 60 "$log"
+	fi
+}
+
+if [ ! -x "$prog" ]; then
+	fail "$prog is not built"
+	summary
+	exit
+fi
+
+for mode in cma nocma; do
+	if [ $mode = cma ]; then
+		envs=(SOFTIB_NO_CMA=0)
+	else
+		envs=(SOFTIB_NO_CMA=1)
+	fi
+	integrity "rc+uc+ud, 4 procs x 2 QPs each, $n messages ($mode)" \
+		"${envs[@]}" -- -p 4 -q 2 -t all -n "$n" -s 1
+	integrity "rc only, 8 procs x 1 QP, $((n / 5)) messages ($mode)" \
+		"${envs[@]}" -- -p 8 -q 1 -t rc -n $((n / 5)) -s 2
+done
+
+summary
