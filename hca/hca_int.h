@@ -270,6 +270,13 @@ struct hca_msg {
 	union ibv_gid sgid;      /* UD: the sender's GID, for the GRH */
 	uint32_t src_slot;       /* requester's process slot on this host, or
 				  * HCA_NONE (UDP): whom to wake after RNR */
+	/* shared-memory link: the receive completion waits until the
+	 * requester's own completion is out, as the ACK precedes the reply
+	 * on a wire (resp.c fills it, req.c pushes it) */
+	bool defer_recv_cqe;
+	bool deferred;
+	uint32_t deferred_cq;
+	struct hca_cqe deferred_cqe;
 };
 
 #define HCA_COUNT(e, field) \

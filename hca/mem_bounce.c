@@ -15,7 +15,7 @@
  */
 #include <errno.h>
 #include <sched.h>
-#include <signal.h>
+#include <poll.h>
 #include <string.h>
 
 #include "hca_int.h"
@@ -76,13 +76,30 @@ void hca_bounce_serve(struct hca_dev *dev)
 	atomic_store_explicit(&b->state, BOUNCE_DONE, memory_order_release);
 }
 
-static int bounce_wait(struct hca_dev *dev, struct hca_bounce *b, pid_t pid)
+/*
+ * Is the target gone? Its pidfd turns readable when it exits (a zombie
+ * included, unlike kill(pid, 0)), and its slot changes when it is
+ * reclaimed. Asked directly: the waiter may be the progress thread, which
+ * is the one that would otherwise notice.
+ */
+static bool target_gone(struct hca_dev *dev, uint16_t slot, uint32_t gen)
+{
+	struct hca_proc *p = &dev->seg->procs[slot];
+	struct pollfd pf = { .fd = dev->peers[slot].pidfd, .events = POLLIN };
+
+	if (atomic_load(&p->state) != HCA_PROC_LIVE || p->gen != gen)
+		return true;
+	return pf.fd < 0 || poll(&pf, 1, 0) != 0;
+}
+
+static int bounce_wait(struct hca_dev *dev, struct hca_bounce *b, uint16_t slot,
+		       uint32_t gen)
 {
 	for (unsigned spin = 0;; spin++) {
 		if (atomic_load_explicit(&b->state, memory_order_acquire) == BOUNCE_DONE)
 			return 0;
 		hca_bounce_serve(dev);
-		if ((spin & 1023) == 1023 && kill(pid, 0) && errno == ESRCH)
+		if ((spin & 255) == 255 && target_gone(dev, slot, gen))
 			return ESRCH;
 		sched_yield();
 	}
@@ -129,7 +146,7 @@ static void local_move(struct iov_cursor *c, uint8_t *data, size_t len, bool to_
 	}
 }
 
-static int bounce_chunk(struct hca_dev *dev, uint16_t slot, uint32_t gen, pid_t pid,
+static int bounce_chunk(struct hca_dev *dev, uint16_t slot, uint32_t gen,
 			struct hca_bounce *b, bool write, struct iov_cursor *lc,
 			struct iov_cursor *rc_, size_t *left)
 {
@@ -152,12 +169,14 @@ static int bounce_chunk(struct hca_dev *dev, uint16_t slot, uint32_t gen, pid_t 
 		local_move(lc, b->data, len, true);
 	atomic_store_explicit(&b->state, BOUNCE_REQ, memory_order_release);
 	hca_dev_notify(dev, slot, gen, &m, sizeof(m));
-	rc = bounce_wait(dev, b, pid);
-	if (!rc && !write)
+	rc = bounce_wait(dev, b, slot, gen);
+	if (rc)
+		return rc; /* the mailbox is the dead target's: leave it be */
+	if (!write)
 		local_move(lc, b->data, len, false);
 	atomic_store(&b->state, BOUNCE_IDLE);
 	*left -= len;
-	return rc ? rc : b->result;
+	return b->result;
 }
 
 int hca_bounce_move(struct hca_dev *dev, uint16_t slot, uint32_t gen, bool write,
@@ -168,14 +187,13 @@ int hca_bounce_move(struct hca_dev *dev, uint16_t slot, uint32_t gen, bool write
 	struct hca_bounce *b = hca_seg_ptr(dev->seg, p->bounce_off);
 	struct iov_cursor lc = { local, nlocal, 0, 0 }, rc_ = { remote, nremote, 0, 0 };
 	size_t left = hca_iov_len(remote, nremote);
-	pid_t pid = hca_peer_pid(dev, slot, gen);
 	int rc = 0;
 
-	if (!b || !pid)
+	if (!b || !hca_peer_alive(dev, slot, gen))
 		return ESRCH;
 	hca_robust_lock(&b->lock);
 	while (left && !rc)
-		rc = bounce_chunk(dev, slot, gen, pid, b, write, &lc, &rc_, &left);
+		rc = bounce_chunk(dev, slot, gen, b, write, &lc, &rc_, &left);
 	pthread_mutex_unlock(&b->lock);
 	return rc;
 }

@@ -227,6 +227,7 @@ static enum ibv_wc_status build_msg(struct hca_qp *qp, struct hca_swqe *w,
 	m->type = qp->type;
 	m->src_qpn = qp->qpn;
 	m->src_slot = qp->dev->slot;
+	m->defer_recv_cqe = qp->type != IBV_QPT_UD; /* UD: no answer to wait for */
 	m->slid = qp->dev->lid;
 	m->len = w->total_len;
 	m->imm = w->wr.imm_data;
@@ -355,6 +356,13 @@ static const enum ibv_wc_status nak_status[] = {
 	[HCA_RESP_NAK_OP] = IBV_WC_REM_OP_ERR,
 };
 
+/* The responder's receive completion, once ours is out (see hca_msg). */
+static void push_deferred(struct hca_qp *qp, struct hca_msg *m)
+{
+	if (m->deferred)
+		hca_cq_push(qp->dev, m->deferred_cq, &m->deferred_cqe, m->solicited);
+}
+
 /* Execute the head WQE. Returns false when it must wait (or the QP erred). */
 static bool exec_head(struct hca_qp *qp)
 {
@@ -379,6 +387,7 @@ static bool exec_head(struct hca_qp *qp)
 		if (m.op == IBV_WR_ATOMIC_CMP_AND_SWP || m.op == IBV_WR_ATOMIC_FETCH_AND_ADD)
 			memcpy(iov[0].iov_base, &m.atomic_orig, 8);
 		hca_req_complete(qp, w, IBV_WC_SUCCESS);
+		push_deferred(qp, &m);
 		qp->sq_head++;
 		qp->rnr_left = qp->attr->rnr_retry;
 		qp->retry_left = qp->attr->retry_cnt;
@@ -390,6 +399,7 @@ static bool exec_head(struct hca_qp *qp)
 		hold_for_rnr(qp, w, &m);
 		return false;
 	default:
+		push_deferred(qp, &m);
 		hca_req_fail_head(qp, w, nak_status[rs]);
 		return false;
 	}

@@ -188,6 +188,12 @@ static void push_recv_cqe(struct resp_ctx *r, uint64_t wr_id, enum ibv_wc_status
 	}
 	if (r->m->type == IBV_QPT_UD && r->m->ah && r->m->ah->is_global)
 		c.wc_flags |= IBV_WC_GRH;
+	if (r->m->defer_recv_cqe) {
+		r->m->deferred = true;
+		r->m->deferred_cq = r->rcq;
+		r->m->deferred_cqe = c;
+		return;
+	}
 	hca_cq_push(r->dev, r->rcq, &c, r->m->solicited);
 }
 
