@@ -57,8 +57,10 @@
 #define MAX_DGRAM      65507    /* largest UDP payload over IPv4 */
 #define BATCH          64       /* datagrams per sendmmsg/recvmmsg (-B) */
 #define SOCK_BUF       (4 << 20)
-#define LAT_TIMEOUT_MS 2000     /* a ping-pong datagram this late is lost */
-#define IDLE_MS        500      /* the stream is over after this silence */
+/* Silences that end a wait. Long: on a loaded 2-core machine a process
+ * can go unscheduled for seconds, and that is not a lost datagram. */
+#define LAT_TIMEOUT_MS 10000    /* a ping-pong datagram this late is lost */
+#define IDLE_MS        3000     /* the stream is over (end marks all lost) */
 #define END_MARKS      8        /* empty datagrams that say "done" */
 #define WIRE_MAGIC     0x55445230u /* "UDR0" */
 
@@ -461,6 +463,7 @@ static ssize_t udp_send(struct raw *r, const void *p, size_t n)
 static ssize_t udp_recv(struct raw *r, void *buf, size_t cap, int ms)
 {
 	uint64_t deadline = 0;
+	bool late = false;
 
 	for (uint64_t spins = 0;; spins++) {
 		ssize_t n = r->o.unconnected ?
@@ -479,13 +482,17 @@ static ssize_t udp_recv(struct raw *r, void *buf, size_t cap, int ms)
 				return -1;
 			continue;
 		}
+		if (late)
+			return -1;
 		if ((spins & 1023) == 0) {
 			uint64_t t = now_ns();
 
+			/* past the deadline, one more look: the time may have
+			 * gone while we were not running, not while we looked */
 			if (!deadline)
 				deadline = t + (uint64_t)ms * 1000000u;
 			else if (t > deadline)
-				return -1;
+				late = true;
 		}
 	}
 }
