@@ -104,11 +104,23 @@ perf() {
 	fi
 }
 
-# run_table TAG: every row.
+# Without CMA (the bounce-buffer path): one run of each operation in the
+# default tier, the whole table in the long tier.
+nocma_cases=(
+	"ib_send_lat|RC|"
+	"ib_write_bw|RC|"
+	"ib_read_lat|RC|"
+	"ib_atomic_lat|RC|"
+	"ib_send_bw|UD|"
+)
+sib_long && nocma_cases=("${cases[@]}")
+
+# run_table TAG ROWS...
 run_table() {
 	local tag=$1 row bin conn opts
 	local -a o
-	for row in "${cases[@]}"; do
+	shift
+	for row in "$@"; do
 		IFS='|' read -r bin conn opts <<<"$row"
 		read -ra o <<<"$opts"
 		perf "$tag $bin -c $conn${opts:+ $opts}" "$bin" "$conn" "${o[@]}"
@@ -116,8 +128,8 @@ run_table() {
 }
 
 envs=(env)
-run_table cma
+run_table cma "${cases[@]}"
 envs=(env SOFTIB_NO_CMA=1)
-run_table nocma
+run_table nocma "${nocma_cases[@]}"
 
 summary
