@@ -93,6 +93,8 @@ pingpongs=(
 	"uc-default ibv_uc_pingpong -g 0 -n $n -s 1024"
 	"ud-default ibv_ud_pingpong -g 0 -n $n -s 1024"
 	"srq-default ibv_srq_pingpong -g 0 -n $n -s 4096"
+	"xsrq-default ibv_xsrq_pingpong -g 0 -m 1024"
+	"xsrq-events ibv_xsrq_pingpong -g 0 -m 1024 -e -s 65536"
 )
 for c in "${pingpongs[@]}"; do
 	read -r name cmd <<<"$c"
