@@ -180,6 +180,7 @@ struct hca_swqe {
 	bool psn_set;
 	bool done;                  /* READ / atomic: response complete */
 	uint32_t first_psn, npkts;
+	uint32_t sent;              /* request packets sent in this pass */
 	uint32_t rd_pkts;           /* READ response packets received */
 	uint64_t rd_bytes;
 	uint64_t atomic_orig;
@@ -224,6 +225,8 @@ struct hca_qp {
 	uint32_t udp_daddr;
 	uint32_t sq_next;           /* next WQE to transmit */
 	uint32_t psn;               /* next PSN to assign */
+	uint32_t send_psn;          /* next PSN to (re)transmit */
+	uint32_t high_psn;          /* highest PSN ever sent: retransmissions */
 	uint32_t acked_psn;
 	uint64_t last_progress_ns;
 	uint64_t rnr_until_ns;

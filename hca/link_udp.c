@@ -54,6 +54,11 @@ static int link_socket(struct hca_link *l)
 	l->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (l->fd < 0)
 		return errno;
+	/* DF, as RoCE sends: no IP fragments (the path MTU bounds packets),
+	 * and the kernel need not pick an IP ID per datagram */
+	int pmtu = IP_PMTUDISC_DO;
+
+	setsockopt(l->fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
 	setsockopt(l->fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
 	setsockopt(l->fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
 	if (bind(l->fd, (struct sockaddr *)&a, sizeof(a))) {

@@ -480,8 +480,8 @@ static int qp_modify(struct hca_qp *qp, struct ibv_qp_attr *a, int mask)
 	if (next == IBV_QPS_RTR && cur == IBV_QPS_INIT)
 		qp_path_set(qp);
 	if (next == IBV_QPS_RTS && cur == IBV_QPS_RTR) {
-		qp->psn = qp->attr->sq_psn;
-		qp->acked_psn = (qp->psn - 1) & 0xffffff;
+		qp->psn = qp->send_psn = qp->attr->sq_psn;
+		qp->acked_psn = qp->high_psn = (qp->psn - 1) & 0xffffff;
 	}
 	qp->attr->qp_state = next;
 	atomic_store(&qp->ent->state, next);

@@ -60,6 +60,7 @@ static void wr_queue(struct hca_qp *qp, const struct ibv_send_wr *wr)
 	w->wr.next = NULL;
 	w->wr.sg_list = w->sge;
 	w->psn_set = w->done = false;
+	w->sent = 0;
 	w->rd_pkts = 0;
 	w->rd_bytes = 0;
 	if (wr->send_flags & IBV_SEND_INLINE) {

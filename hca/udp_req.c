@@ -137,48 +137,60 @@ static void fill_request_hdr(struct hca_qp *qp, const struct hca_swqe *w,
 	}
 }
 
+#define HCA_ACKREQ_EVERY 64          /* a coalesced ACK per this many packets */
+
+static bool needs_response(const struct hca_swqe *w);
+
+/* Request packets WQE w takes (a READ or atomic: one request). */
+static uint32_t request_pkts(struct hca_qp *qp, const struct hca_swqe *w)
+{
+	return needs_response(w) ? 1 : pkts_for(w->total_len, hca_path_mtu_bytes(qp));
+}
+
+static void assign_psns(struct hca_qp *qp, struct hca_swqe *w)
+{
+	if (w->psn_set)
+		return;
+	w->psn_set = true;
+	w->first_psn = qp->psn;
+	w->npkts = pkts_for(w->total_len, hca_path_mtu_bytes(qp));
+	if (!needs_response(w) || w->wr.opcode != IBV_WR_RDMA_READ)
+		w->npkts = request_pkts(qp, w);
+	qp->psn = hca_psn_add(qp->psn, (int32_t)w->npkts);
+}
+
 /*
- * Send every packet of WQE w (again, when rewound). capture_only: the
- * shared-memory link moved the message already; record the packets it
- * stands for in the pcap file and send nothing.
+ * Send up to `budget` more packets of WQE w, from w->sent on (again, when
+ * rewound). capture_only: the shared-memory link moved the message
+ * already; record all its packets in the pcap file and send nothing.
  */
 static enum ibv_wc_status packetize(struct hca_qp *qp, struct hca_swqe *w,
-				    bool capture_only)
+				    bool capture_only, uint32_t budget)
 {
 	uint8_t tr = hca_wire_transport(qp->type), pkt[HCA_PKT_MAX];
-	uint32_t mtu = hca_path_mtu_bytes(qp);
-	bool read = w->wr.opcode == IBV_WR_RDMA_READ;
-	bool atomic = w->wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-		      w->wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+	uint32_t mtu = hca_path_mtu_bytes(qp), n, end;
 	struct iovec iov[HCA_MAX_SGE];
 	struct hca_wire_hdr h;
 	enum ibv_wc_status st;
-	uint32_t n;
 	int niov;
 
 	st = hca_req_local_iov(qp, w, iov, &niov);
 	if (st)
 		return st;
-	if (atomic && w->total_len != 8)
+	if (needs_response(w) && w->wr.opcode != IBV_WR_RDMA_READ && w->total_len != 8)
 		return IBV_WC_LOC_LEN_ERR;
-	n = read || atomic ? 1 : pkts_for(w->total_len, mtu);
-	if (w->psn_set && !capture_only)
-		atomic_fetch_add_explicit(&qp->ent->cnt.retrans, n, memory_order_relaxed);
-	if (!w->psn_set) {
-		w->psn_set = true;
-		w->first_psn = qp->psn;
-		w->npkts = read ? pkts_for(w->total_len, mtu) : n;
-		qp->psn = hca_psn_add(qp->psn, (int32_t)w->npkts);
-	}
+	assign_psns(qp, w);
+	n = request_pkts(qp, w);
+	end = w->sent + budget < n ? w->sent + budget : n;
 	fill_request_hdr(qp, w, &h);
-	for (uint32_t i = 0; i < n; i++) {
-		size_t plen = read || atomic ? 0 :
+	for (uint32_t i = w->sent; i < end; i++) {
+		size_t plen = needs_response(w) ? 0 :
 			      (i + 1 < n ? mtu : w->total_len - (uint64_t)i * mtu);
 		size_t hl;
 
 		h.opcode = pkt_opcode(w, i, n, tr);
 		h.psn = hca_psn_add(w->first_psn, (int32_t)i);
-		h.ackreq = i + 1 == n;
+		h.ackreq = i + 1 == n || i % HCA_ACKREQ_EVERY == HCA_ACKREQ_EVERY - 1;
 		h.se = i + 1 == n && (w->wr.send_flags & IBV_SEND_SOLICITED);
 		hl = hca_wire_put_hdrs(pkt, sizeof(pkt), &h, plen);
 		if (!hl)
@@ -186,17 +198,22 @@ static enum ibv_wc_status packetize(struct hca_qp *qp, struct hca_swqe *w,
 		gather(iov, niov, (uint64_t)i * mtu, pkt + hl, plen);
 		if (capture_only) {
 			hca_link_capture(qp->dev, qp->dev->link.ip, pkt, hl, plen);
-		} else {
-			HCA_COUNT(qp->ent, tx_pkts);
-			hca_link_send(qp->dev, qp->udp_daddr, pkt, hl, plen);
+			continue;
 		}
+		HCA_COUNT(qp->ent, tx_pkts);
+		if (hca_psn_cmp(h.psn, qp->high_psn) <= 0)
+			HCA_COUNT(qp->ent, retrans);
+		else
+			qp->high_psn = h.psn;
+		hca_link_send(qp->dev, qp->udp_daddr, pkt, hl, plen);
+	}
+	if (!capture_only) {
+		w->sent = end;
+		/* a READ's responses take the PSNs after its request */
+		qp->send_psn = hca_psn_add(w->first_psn,
+					   (int32_t)(end == n ? w->npkts : end));
 	}
 	return IBV_WC_SUCCESS;
-}
-
-static enum ibv_wc_status transmit(struct hca_qp *qp, struct hca_swqe *w)
-{
-	return packetize(qp, w, false);
 }
 
 /* SOFTIB_PCAP on the shared-memory link: the packets a message stands for. */
@@ -205,32 +222,40 @@ void hca_udp_capture(struct hca_qp *qp, struct hca_swqe *w)
 	if (qp->type == IBV_QPT_UD)
 		return; /* datagrams: build_ud records them (hca_udp_capture_ud) */
 	w->psn_set = false;
-	packetize(qp, w, true);
+	packetize(qp, w, true, UINT32_MAX);
 }
 
-static bool needs_response(const struct hca_swqe *w);
+/*
+ * Packets sent and not yet acknowledged (READ responses included): the
+ * window protects the receiver's socket buffer, and bounds a go-back-N.
+ */
+static uint32_t in_flight(struct hca_qp *qp)
+{
+	int32_t d = hca_psn_diff(qp->send_psn, qp->acked_psn) - 1;
 
-static uint32_t in_flight(struct hca_qp *qp, uint32_t *rd_atomic)
+	return d > 0 ? (uint32_t)d : 0;
+}
+
+static uint32_t rd_atomic_in_flight(struct hca_qp *qp)
 {
 	uint32_t n = 0;
 
-	*rd_atomic = 0;
-	for (uint32_t i = qp->sq_head; i != qp->sq_next; i++) {
-		n += SQ_SLOT(qp, i)->npkts;
-		*rd_atomic += needs_response(SQ_SLOT(qp, i));
-	}
+	for (uint32_t i = qp->sq_head; i != qp->sq_next; i++)
+		n += needs_response(SQ_SLOT(qp, i));
 	return n;
 }
 
-/* Room for w: the packet window, and max_rd_atomic READs/atomics. */
-static bool may_send(struct hca_qp *qp, struct hca_swqe *w)
+/* Room to send w's next packets: the window, and max_rd_atomic. */
+static uint32_t budget_for(struct hca_qp *qp, struct hca_swqe *w)
 {
-	uint32_t rd, pk = in_flight(qp, &rd);
+	uint32_t pk = in_flight(qp);
 	uint32_t max_rd = qp->attr->max_rd_atomic ? qp->attr->max_rd_atomic : 1;
 
 	if (pk >= HCA_UDP_WINDOW)
-		return false;
-	return !needs_response(w) || rd < max_rd;
+		return 0;
+	if (needs_response(w) && !w->sent && rd_atomic_in_flight(qp) >= max_rd)
+		return 0;
+	return HCA_UDP_WINDOW - pk;
 }
 
 /* UC: sent is done (unsignaled WQEs complete silently). */
@@ -242,17 +267,35 @@ static void complete_sent_uc(struct hca_qp *qp)
 	}
 }
 
+/*
+ * Go back N: everything from the first unacknowledged packet goes again
+ * (the oldest WQE's remaining packets; a READ or atomic is asked again
+ * whole: its responses say what already arrived).
+ */
 static void rewind_to_head(struct hca_qp *qp)
 {
+	struct hca_swqe *head;
+	int32_t done;
+
+	for (uint32_t i = qp->sq_head; i != qp->sq_tail; i++)
+		SQ_SLOT(qp, i)->sent = 0;
 	qp->sq_next = qp->sq_head;
+	if (qp->sq_head == qp->sq_tail || !SQ_SLOT(qp, qp->sq_head)->psn_set)
+		return;
+	head = SQ_SLOT(qp, qp->sq_head);
+	qp->send_psn = head->first_psn;
+	done = hca_psn_diff(hca_psn_add(qp->acked_psn, 1), head->first_psn);
+	if (!needs_response(head) && done > 0 && done < (int32_t)head->npkts) {
+		head->sent = (uint32_t)done;
+		qp->send_psn = hca_psn_add(head->first_psn, done);
+	}
 }
 
 static bool check_timeout(struct hca_qp *qp, uint64_t now)
 {
 	uint8_t t = qp->attr->timeout;
 
-	if (!t || qp->sq_head == qp->sq_next ||
-	    now - qp->last_progress_ns < (4096ULL << t))
+	if (!t || !in_flight(qp) || now - qp->last_progress_ns < (4096ULL << t))
 		return true;
 	if (qp->retry_left-- <= 0) {
 		hca_req_fail_head(qp, SQ_SLOT(qp, qp->sq_head), IBV_WC_RETRY_EXC_ERR);
@@ -270,7 +313,7 @@ static void arm_timer(struct hca_qp *qp, uint64_t now)
 
 	if (qp->rnr_until_ns > now)
 		when = qp->rnr_until_ns;
-	else if (qp->sq_head != qp->sq_next)
+	else if (in_flight(qp))
 		when = qp->last_progress_ns +
 		       (qp->attr->timeout ? 4096ULL << qp->attr->timeout : 200000000ULL);
 	if (when) {
@@ -291,17 +334,23 @@ void hca_udp_sq_progress(struct hca_qp *qp)
 	qp->rnr_until_ns = 0;
 	if (reliable && !check_timeout(qp, now))
 		return;
-	if (qp->sq_head == qp->sq_next)
+	if (!in_flight(qp))
 		qp->last_progress_ns = now;
-	while (qp->sq_next != qp->sq_tail && may_send(qp, SQ_SLOT(qp, qp->sq_next))) {
+	while (qp->sq_next != qp->sq_tail) {
 		struct hca_swqe *w = SQ_SLOT(qp, qp->sq_next);
-		enum ibv_wc_status st = transmit(qp, w);
+		uint32_t budget = budget_for(qp, w);
+		enum ibv_wc_status st;
 
+		if (!budget)
+			break;
+		st = packetize(qp, w, false, budget);
 		if (st) {
 			if (qp->sq_next == qp->sq_head)
 				hca_req_fail_head(qp, w, st);
 			break; /* fails when it reaches the head */
 		}
+		if (w->sent < request_pkts(qp, w))
+			break; /* the window is full: more when ACKs come */
 		qp->sq_next++;
 	}
 	if (!reliable)

@@ -251,7 +251,8 @@ static void duplicate(struct hca_qp *qp, const struct hca_wire_hdr *h, uint32_t 
 	} else if (wop == HCA_WOP_COMPARE_SWAP || wop == HCA_WOP_FETCH_ADD) {
 		if (replayed(qp, h->psn, &orig))
 			atomic_ack(qp, saddr, h->psn, orig);
-	} else {
+	} else if (h->ackreq) {
+		/* asked again: say how far we are (once per ACK request) */
 		send_ack(qp, saddr, hca_psn_add(qp->epsn, -1), HCA_AETH_ACK,
 			 HCA_AETH_CREDIT_INVALID);
 	}
@@ -301,6 +302,8 @@ static void reliable_rx(struct hca_qp *qp, const struct hca_wire_hdr *h,
 	}
 	if (is_last(oi->pos))
 		execute_last(qp, h, saddr);
+	else if (h->ackreq) /* a coalesced ACK inside a long message */
+		send_ack(qp, saddr, h->psn, HCA_AETH_ACK, HCA_AETH_CREDIT_INVALID);
 }
 
 /* UC: in order or not at all; nothing goes back. */
