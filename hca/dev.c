@@ -204,6 +204,36 @@ static void scan_members(struct hca_dev *dev)
 	}
 }
 
+/*
+ * Reclaim, now, every process of the host that has died, whether or not
+ * a progress thread has noticed yet (an XRC domain found by its file must
+ * not be a dead process's).
+ */
+void hca_dev_reap(struct hca_dev *dev)
+{
+	struct hca_seg *seg = dev->seg;
+
+	for (uint16_t s = 0; s < HCA_MAX_PROCS; s++) {
+		struct hca_proc *pr = &seg->procs[s];
+		uint32_t gen = pr->gen;
+		int fd;
+
+		if (s == dev->slot || atomic_load(&pr->state) != HCA_PROC_LIVE)
+			continue;
+		fd = (int)syscall(SYS_pidfd_open, pr->pid, 0);
+		if (fd >= 0) {
+			struct pollfd pf = { .fd = fd, .events = POLLIN };
+			bool dead = poll(&pf, 1, 0) != 0 ||
+				    hca_proc_starttime(pr->pid) != pr->starttime;
+
+			close(fd);
+			if (!dead)
+				continue;
+		}
+		reclaim_slot(seg, s, gen);
+	}
+}
+
 static void peer_died(struct hca_dev *dev, uint16_t slot)
 {
 	uint32_t gen;

@@ -302,6 +302,7 @@ pid_t hca_peer_pid(struct hca_dev *dev, uint16_t slot, uint32_t gen);
 void hca_dev_run_waiting(struct hca_dev *dev);
 void hca_dev_wait_remove(struct hca_dev *dev, struct hca_qp *qp);
 void hca_dev_kick(struct hca_dev *dev);
+void hca_dev_reap(struct hca_dev *dev);
 void hca_rnr_kick(struct hca_dev *dev, _Atomic uint64_t *waiters);
 
 /* Doorbell messages to an object's owner process. */

@@ -191,7 +191,22 @@ int hca_bounce_move(struct hca_dev *dev, uint16_t slot, uint32_t gen, bool write
 
 	if (!b || !hca_peer_alive(dev, slot, gen))
 		return ESRCH;
-	hca_robust_lock(&b->lock);
+	/* while another requester has the target's mailbox, serve our own:
+	 * it may be waiting on us */
+	for (unsigned spin = 0;; spin++) {
+		int r = pthread_mutex_trylock(&b->lock);
+
+		if (r == 0)
+			break;
+		if (r == EOWNERDEAD) {
+			pthread_mutex_consistent(&b->lock);
+			break;
+		}
+		hca_bounce_serve(dev);
+		if ((spin & 255) == 255 && target_gone(dev, slot, gen))
+			return ESRCH;
+		sched_yield();
+	}
 	while (left && !rc)
 		rc = bounce_chunk(dev, slot, gen, b, write, &lc, &rc_, &left);
 	pthread_mutex_unlock(&b->lock);

@@ -608,9 +608,9 @@ int hca_qp_post_recv(struct hca_qp *qp, struct ibv_recv_wr *wr,
 	enum ibv_qp_state s = hca_qp_state(qp);
 	int rc;
 
-	if (qp->srq || s == IBV_QPS_RESET) {
+	if (qp->srq || !qp->rq || s == IBV_QPS_RESET) {
 		*bad = wr;
-		return EINVAL;
+		return EINVAL; /* no receive queue of its own (SRQ, XRC) */
 	}
 	rc = hca_ring_post_recv(qp->rq, qp->cap.max_recv_sge, wr, bad);
 	/* in the error state, posted receives complete flushed at once */

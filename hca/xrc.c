@@ -148,6 +148,7 @@ struct hca_xrcd *hca_xrcd_open(struct hca_ctx *ctx, int fd, int oflags)
 	x = calloc(1, sizeof(*x));
 	if (!x)
 		return NULL;
+	hca_dev_reap(dev); /* a dead opener's domain must not match a new file */
 	hca_seg_lock(seg);
 	rc = xrcd_find_or_make(seg, st.st_dev, st.st_ino, fd >= 0, oflags, &idx);
 	if (!rc) {
