@@ -238,6 +238,8 @@ struct hca_qp {
 	struct hca_wire_hdr msg_hdr;  /* its first packet's headers */
 	uint8_t *rbuf;
 	size_t rlen, rcap;
+	uint8_t *rdbuf;             /* READ responses are built here */
+	size_t rdcap;
 	struct { uint32_t psn; uint64_t orig; bool valid; } replay[16];
 	unsigned replay_next;
 	int mcast_count;

@@ -217,6 +217,7 @@ static void qp_free_private(struct hca_qp *qp)
 	if (qp->udp)
 		atomic_fetch_sub(&qp->dev->udp_qps, 1);
 	free(qp->rbuf);
+	free(qp->rdbuf);
 	pthread_mutex_destroy(&qp->resp_lock);
 	free(qp->sq);
 	free(qp->sq_sge);

@@ -141,16 +141,21 @@ static void read_respond(struct hca_qp *qp, const struct hca_wire_hdr *h, uint32
 	struct iovec iov;
 	enum hca_resp_status st;
 
-	if (qp->rcap < h->dmalen) {
-		uint8_t *nb = realloc(qp->rbuf, h->dmalen);
+	/* its own buffer: a duplicate READ may come while a later message is
+	 * being assembled in rbuf */
+	if (qp->rdcap < h->dmalen) {
+		uint8_t *nb = realloc(qp->rdbuf, h->dmalen);
 
 		if (!nb)
 			return;
-		qp->rbuf = nb;
-		qp->rcap = h->dmalen;
+		qp->rdbuf = nb;
+		qp->rdcap = h->dmalen;
 	}
-	qp->rlen = h->dmalen;
 	build_msg(qp, h, h, saddr, &m, &iov);
+	iov.iov_base = qp->rdbuf;
+	iov.iov_len = h->dmalen;
+	m.iovcnt = h->dmalen ? 1 : 0;
+	m.len = h->dmalen;
 	st = hca_resp_execute(qp->dev, &m);
 	if (st != HCA_RESP_ACK) {
 		send_ack(qp, saddr, h->psn, HCA_AETH_NAK, st == HCA_RESP_NAK_ACCESS ?
@@ -167,7 +172,7 @@ static void read_respond(struct hca_qp *qp, const struct hca_wire_hdr *h, uint32
 				 i == 0 ? HCA_WOP_READ_RESPONSE_FIRST :
 				 i + 1 < n ? HCA_WOP_READ_RESPONSE_MIDDLE :
 					     HCA_WOP_READ_RESPONSE_LAST);
-		send_answer(qp, saddr, &r, qp->rbuf + (uint64_t)i * mtu, h->dmalen ? plen : 0);
+		send_answer(qp, saddr, &r, qp->rdbuf + (uint64_t)i * mtu, h->dmalen ? plen : 0);
 	}
 }
 
