@@ -57,4 +57,12 @@ for mode in cma nocma; do
 		"${envs[@]}" -- -p 8 -q 1 -t rc -n $((n / 5)) -s 2
 done
 
+# The UDP link between the processes of this host (SOFTIB_LINK=udp): the
+# same checks over RoCEv2 packets, PSNs and ACKs. RC only: UC and UD may
+# lose datagrams on a real UDP path (a full socket buffer), by design.
+integrity "rc over UDP, 4 procs x 2 QPs each, $((n / 2)) messages" \
+	SOFTIB_LINK=udp -- -p 4 -q 2 -t rc -n $((n / 2)) -s 3
+integrity "rc over UDP, 2 procs x 1 QP, $((n / 5)) messages" \
+	SOFTIB_LINK=udp -- -p 2 -q 1 -t rc -n $((n / 5)) -s 4
+
 summary

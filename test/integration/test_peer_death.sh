@@ -19,14 +19,18 @@ if [ ! -x "$prog" ]; then
 	exit
 fi
 
-for mode in cma nocma; do
-	nocma=0
+# cma, nocma: the host link; udp: the UDP link between the two processes
+# (SOFTIB_LINK=udp), where the survivor learns of the death by its ACK
+# timer alone.
+for mode in cma nocma udp; do
+	nocma=0 link=
 	[ $mode = nocma ] && nocma=1
+	[ $mode = udp ] && link=udp
 	for op in send write; do
 		for ((i = 1; i <= rounds; i++)); do
 			log=$SIB_TMP/peer_death.$mode.$op.$i.log
 			rc=0
-			sib_run 90 env SOFTIB_NO_CMA=$nocma "$prog" -o $op -v \
+			sib_run 90 env SOFTIB_NO_CMA=$nocma SOFTIB_LINK=$link "$prog" -o $op -v \
 				>"$log" 2>&1 || rc=$?
 			desc="peer death, parent posting ${op^^}s ($mode)"
 			[ "$rounds" -gt 1 ] && desc+=", round $i"
