@@ -6,7 +6,7 @@ set -euo pipefail
 
 PACKAGES="build-essential scons libcunit1-dev libibverbs-dev ibverbs-utils
 perftest iproute2 tshark libhwloc-dev libpmix-dev openmpi-bin libopenmpi-dev
-procps psmisc"
+procps psmisc clang libclang-rt-14-dev"
 
 missing=()
 for p in $PACKAGES; do
