@@ -65,6 +65,7 @@ struct opts {
 	uint32_t iters;   /* 0: the defaults of each size */
 	const char *dev;
 	const char *host; /* NULL: server */
+	int gidx;         /* -g: source GID index; -1: LID path */
 };
 
 /* What the two sides swap over TCP; every field big-endian. */
@@ -141,6 +142,9 @@ static void usage(void)
 		"  -n ITERS   iterations per size (default: osu's, fewer for "
 		"large sizes)\n"
 		"  -d DEV     device (default softib0)\n"
+		"  -g INDEX   address the peer by GID (global path, source GID "
+		"INDEX),\n"
+		"             as across hosts (the UDP link) it must be\n"
 		"Both sides must be given the same -t -o -m -n.\n",
 		DEFAULT_PORT);
 	exit(2);
@@ -172,8 +176,8 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 
 	*o = (struct opts){ .tests = T_LAT, .op = OP_SEND,
 			    .port = DEFAULT_PORT, .max = DEFAULT_MAX,
-			    .dev = "softib0" };
-	while ((c = getopt(argc, argv, "p:t:o:m:n:d:h")) != -1) {
+			    .dev = "softib0", .gidx = -1 };
+	while ((c = getopt(argc, argv, "p:t:o:m:n:d:g:h")) != -1) {
 		switch (c) {
 		case 'p':
 			o->port = atoi(optarg);
@@ -217,6 +221,11 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'd':
 			o->dev = optarg;
+			break;
+		case 'g':
+			o->gidx = atoi(optarg);
+			if (o->gidx < 0 || o->gidx > 255)
+				die("bad GID index '%s'", optarg);
 			break;
 		default:
 			usage();
@@ -401,7 +410,8 @@ static void setup(struct bench *b)
 		die("ibv_query_port: %s", strerror(err));
 	if (b->port.state != IBV_PORT_ACTIVE)
 		die("port 1 of %s is not active", b->o.dev);
-	if ((err = ibv_query_gid(b->ctx, 1, 0, &b->gid)))
+	if ((err = ibv_query_gid(b->ctx, 1, b->o.gidx < 0 ? 0 : b->o.gidx,
+				 &b->gid)))
 		die("ibv_query_gid: %s", strerror(err));
 	b->rd_atom = dattr.max_qp_init_rd_atom < 16 ?
 		     (uint8_t)dattr.max_qp_init_rd_atom : 16;
@@ -491,11 +501,11 @@ static void connect_qp(struct bench *b)
 	attr.min_rnr_timer = 1;
 	attr.ah_attr.dlid = be16toh(peer.lid);
 	attr.ah_attr.port_num = 1;
-	if (b->port.link_layer == IBV_LINK_LAYER_ETHERNET) {
+	if (b->o.gidx >= 0 || b->port.link_layer == IBV_LINK_LAYER_ETHERNET) {
 		attr.ah_attr.is_global = 1;
 		memcpy(attr.ah_attr.grh.dgid.raw, peer.gid, 16);
 		attr.ah_attr.grh.hop_limit = 1;
-		attr.ah_attr.grh.sgid_index = 0;
+		attr.ah_attr.grh.sgid_index = b->o.gidx < 0 ? 0 : (uint8_t)b->o.gidx;
 	}
 	err = ibv_modify_qp(b->qp, &attr, IBV_QP_STATE | IBV_QP_AV |
 			    IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
