@@ -2,13 +2,12 @@
  * The verbs softib does not implement, as explicit stubs rather than NULL
  * ops: memory windows, device memory, flows and flow actions, counters,
  * WQs and RSS tables, thread and parent domains, CQ moderation, rate
- * limits, tag-matching SRQ ops, the raw clock, and — until XRC lands
- * (issue 5) — shareable QPs and XRC domains.
+ * limits, tag-matching SRQ ops and the raw clock.
  *
  * Each fails the way its inline wrapper in <infiniband/verbs.h> fails when
  * the op is missing (EOPNOTSUPP, as errno for the pointer verbs), so a
  * program sees the same answer either way; and an inline that calls its op
- * without checking it (ibv_close_xrcd, ibv_dealloc_mw, ibv_bind_mw) cannot
+ * without checking it (ibv_dealloc_mw, ibv_bind_mw) cannot
  * jump through NULL.
  */
 #include <errno.h>
@@ -92,13 +91,6 @@ FAIL_INT(modify_wq, struct ibv_wq *wq, struct ibv_wq_attr *wq_attr)
 FAIL_NULL(struct ibv_wq, create_wq, struct ibv_context *context,
 	  struct ibv_wq_init_attr *wq_init_attr)
 
-/* XRC and shareable QPs: issue 5 */
-FAIL_NULL(struct ibv_qp, open_qp, struct ibv_context *context,
-	  struct ibv_qp_open_attr *attr)
-FAIL_NULL(struct ibv_xrcd, open_xrcd, struct ibv_context *context,
-	  struct ibv_xrcd_init_attr *xrcd_init_attr)
-FAIL_INT(close_xrcd, struct ibv_xrcd *xrcd)
-
 void vb_set_unsupported_ops(struct verbs_context *v)
 {
 	v->context.ops.alloc_mw = alloc_mw;
@@ -131,7 +123,4 @@ void vb_set_unsupported_ops(struct verbs_context *v)
 	v->destroy_wq = destroy_wq;
 	v->modify_wq = modify_wq;
 	v->create_wq = create_wq;
-	v->open_qp = open_qp;
-	v->open_xrcd = open_xrcd;
-	v->close_xrcd = close_xrcd;
 }
