@@ -230,8 +230,10 @@ int hca_cq_poll(struct hca_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts)
 	/* requests held back by RNR or retry timers make progress here too,
 	 * and a busy poller reads its own UDP answers without a thread hop */
 	hca_dev_run_waiting(dev);
-	if (atomic_load_explicit(&dev->udp_qps, memory_order_relaxed))
+	if (atomic_load_explicit(&dev->udp_qps, memory_order_relaxed)) {
+		atomic_store_explicit(&dev->poll_ns, hca_now_ns(), memory_order_relaxed);
 		hca_link_rx(dev, false);
+	}
 	pthread_mutex_lock(&cq->poll_lock);
 	while (got < n && hca_ring_pop(cq->ring, &c, sizeof(c)) == 0) {
 		cqe_to_wc(&c, &wc[got]);

@@ -21,6 +21,7 @@
 #include "hca_int.h"
 
 #define HCA_PERIOD_NS (200ULL * 1000000ULL) /* membership re-check */
+#define HCA_POLL_GRACE_NS 200000ULL /* a poller this recent reads the socket */
 
 static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct hca_dev *the_dev;
@@ -304,6 +305,9 @@ void hca_dev_run_waiting(struct hca_dev *dev)
 		}
 	}
 	atomic_store(&dev->next_wake_ns, next);
+	/* never later than the look the paused link socket is owed */
+	if (dev->link_paused && (!next || next > now + HCA_POLL_GRACE_NS))
+		next = now + HCA_POLL_GRACE_NS;
 	if (next)
 		timer_arm(dev, next, now);
 	pthread_mutex_unlock(&dev->lock);
@@ -368,6 +372,35 @@ void hca_dev_wait_remove(struct hca_dev *dev, struct hca_qp *qp)
 
 /* ---- the progress thread ---- */
 
+static void link_rearm(struct hca_dev *dev)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT, .data.u64 = 3 };
+
+	dev->link_paused = false;
+	epoll_ctl(dev->epfd, EPOLL_CTL_MOD, dev->link.fd, &ev);
+}
+
+/*
+ * A datagram woke us. While the application busy-polls a CQ it reads the
+ * socket itself (hca_cq_poll), without a thread hop: waking here for each
+ * datagram would only take the CPU from it. So the socket is watched
+ * one-shot; with a recent poller we leave it, and look again shortly.
+ */
+static void link_wake(struct hca_dev *dev)
+{
+	uint64_t now = hca_now_ns();
+
+	if (now - atomic_load(&dev->poll_ns) < HCA_POLL_GRACE_NS) {
+		dev->link_paused = true;
+		pthread_mutex_lock(&dev->lock);
+		timer_arm(dev, now + HCA_POLL_GRACE_NS, now);
+		pthread_mutex_unlock(&dev->lock);
+		return;
+	}
+	hca_link_rx(dev, true);
+	link_rearm(dev);
+}
+
 static void drain_doorbell(struct hca_dev *dev)
 {
 	struct hca_db_msg m;
@@ -396,9 +429,11 @@ static void *progress_main(void *arg)
 					continue;
 				scan_members(dev);
 				hca_link_tick(dev);
+				if (dev->link_paused)
+					link_rearm(dev);
 				hca_dev_run_waiting(dev);
 			} else if (tag == 3) {
-				hca_link_rx(dev, true);
+				link_wake(dev);
 			} else if (tag & 0x100000000ULL) {
 				peer_died(dev, (uint16_t)(tag & 0xffff));
 			}
@@ -424,6 +459,7 @@ static int progress_start(struct hca_dev *dev)
 	ev.data.u64 = 2;
 	epoll_ctl(dev->epfd, EPOLL_CTL_ADD, dev->timer_fd, &ev);
 	if (dev->link.fd >= 0) {
+		ev.events = EPOLLIN | EPOLLONESHOT;
 		ev.data.u64 = 3;
 		epoll_ctl(dev->epfd, EPOLL_CTL_ADD, dev->link.fd, &ev);
 	}

@@ -84,6 +84,8 @@ struct hca_dev {
 	struct hca_ctx *ctxs;
 	struct hca_link link;
 	_Atomic int udp_qps;    /* QPs whose path is the UDP link: poll reads it */
+	_Atomic uint64_t poll_ns;  /* when a CQ poll last read the link */
+	bool link_paused;       /* progress thread leaves the socket to pollers */
 };
 
 struct hca_ctx {
