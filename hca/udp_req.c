@@ -459,12 +459,23 @@ static void nak(struct hca_qp *qp, const struct hca_wire_hdr *h)
 	uint8_t kind = hca_aeth_kind(h->syndrome), v = hca_aeth_value(h->syndrome);
 	uint32_t idx;
 
+	uint32_t before = qp->acked_psn;
+
 	acked(qp, hca_psn_add(h->psn, -1));
 	complete_acked(qp);
 	if (kind == HCA_AETH_RNR_NAK)
 		HCA_COUNT(qp->ent, rnr_rcvd);
 	else
 		HCA_COUNT(qp->ent, naks_rcvd);
+	if (qp->sq_head == qp->sq_next)
+		return; /* nothing of ours in flight: a stale or forged NAK */
+	/* a NAK that moves nothing forward counts as a retry, or a responder
+	 * and requester that disagree would go back and forth forever */
+	if (qp->acked_psn == before && kind != HCA_AETH_RNR_NAK &&
+	    qp->retry_left-- <= 0) {
+		hca_req_fail_head(qp, SQ_SLOT(qp, qp->sq_head), IBV_WC_RETRY_EXC_ERR);
+		return;
+	}
 	if (kind == HCA_AETH_RNR_NAK) {
 		if (qp->attr->rnr_retry != 7 && qp->rnr_left-- <= 0) {
 			hca_req_fail_head(qp, SQ_SLOT(qp, qp->sq_head), IBV_WC_RNR_RETRY_EXC_ERR);

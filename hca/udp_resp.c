@@ -72,7 +72,8 @@ static int gather_msg(struct hca_qp *qp, const uint8_t *pl, size_t plen)
 		qp->rbuf = nb;
 		qp->rcap = cap;
 	}
-	memcpy(qp->rbuf + qp->rlen, pl, plen);
+	if (plen)
+		memcpy(qp->rbuf + qp->rlen, pl, plen);
 	qp->rlen += plen;
 	return 0;
 }
@@ -133,33 +134,21 @@ static void build_msg(struct hca_qp *qp, const struct hca_wire_hdr *first,
 
 /* ---- READ: execute, then answer in MTU-sized response packets ---- */
 
+/*
+ * A READ is answered packet by packet: each response's payload is read
+ * from memory as it is built, so a READ of any length (up to the 2 GiB
+ * the spec allows) needs one MTU of buffer. A range that fails the key
+ * check NAKs at the PSN where it fails.
+ */
 static void read_respond(struct hca_qp *qp, const struct hca_wire_hdr *h, uint32_t saddr)
 {
 	uint32_t mtu = hca_path_mtu_bytes(qp), n = h->dmalen ? (h->dmalen + mtu - 1) / mtu : 1;
-	uint8_t tr = hca_wire_transport(qp->type);
+	uint8_t tr = hca_wire_transport(qp->type), buf[4096];
 	struct hca_msg m;
 	struct iovec iov;
-	enum hca_resp_status st;
 
-	/* its own buffer: a duplicate READ may come while a later message is
-	 * being assembled in rbuf */
-	if (qp->rdcap < h->dmalen) {
-		uint8_t *nb = realloc(qp->rdbuf, h->dmalen);
-
-		if (!nb)
-			return;
-		qp->rdbuf = nb;
-		qp->rdcap = h->dmalen;
-	}
-	build_msg(qp, h, h, saddr, &m, &iov);
-	iov.iov_base = qp->rdbuf;
-	iov.iov_len = h->dmalen;
-	m.iovcnt = h->dmalen ? 1 : 0;
-	m.len = h->dmalen;
-	st = hca_resp_execute(qp->dev, &m);
-	if (st != HCA_RESP_ACK) {
-		send_ack(qp, saddr, h->psn, HCA_AETH_NAK, st == HCA_RESP_NAK_ACCESS ?
-			 HCA_NAK_REM_ACCESS : HCA_NAK_INV_REQ);
+	if (h->dmalen > HCA_MAX_MSG_SIZE || mtu > sizeof(buf)) {
+		send_ack(qp, saddr, h->psn, HCA_AETH_NAK, HCA_NAK_INV_REQ);
 		return;
 	}
 	for (uint32_t i = 0; i < n; i++) {
@@ -167,12 +156,27 @@ static void read_respond(struct hca_qp *qp, const struct hca_wire_hdr *h, uint32
 					  .syndrome = hca_aeth_make(HCA_AETH_ACK,
 								    HCA_AETH_CREDIT_INVALID) };
 		size_t plen = i + 1 < n ? mtu : h->dmalen - (uint64_t)i * mtu;
+		enum hca_resp_status st;
 
+		if (!h->dmalen)
+			plen = 0;
+		build_msg(qp, h, h, saddr, &m, &iov);
+		m.raddr = h->va + (uint64_t)i * mtu;
+		iov.iov_base = buf;
+		iov.iov_len = plen;
+		m.iovcnt = plen ? 1 : 0;
+		m.len = (uint32_t)plen;
+		st = hca_resp_execute(qp->dev, &m);
+		if (st != HCA_RESP_ACK) {
+			send_ack(qp, saddr, r.psn, HCA_AETH_NAK, st == HCA_RESP_NAK_ACCESS ?
+				 HCA_NAK_REM_ACCESS : HCA_NAK_INV_REQ);
+			return;
+		}
 		r.opcode = tr | (n == 1 ? HCA_WOP_READ_RESPONSE_ONLY :
 				 i == 0 ? HCA_WOP_READ_RESPONSE_FIRST :
 				 i + 1 < n ? HCA_WOP_READ_RESPONSE_MIDDLE :
 					     HCA_WOP_READ_RESPONSE_LAST);
-		send_answer(qp, saddr, &r, qp->rdbuf + (uint64_t)i * mtu, h->dmalen ? plen : 0);
+		send_answer(qp, saddr, &r, buf, plen);
 	}
 }
 
