@@ -26,19 +26,18 @@
 #include <errno.h>
 #include <getopt.h>
 #include <infiniband/verbs.h>
-#include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "bench_common.h"
+
+const char bench_prog[] = "softib_osu";
 
 #define DEFAULT_PORT   18515
 #define DEFAULT_MAX    (4u << 20)
@@ -109,24 +108,9 @@ struct bench {
 	uint64_t recv_ack;      /* ... of acks */
 };
 
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "softib_osu: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
-
 static double now_us(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+	return bench_now_ns() / 1e3;
 }
 
 static void usage(void)
@@ -150,25 +134,6 @@ static void usage(void)
 	exit(2);
 }
 
-static uint64_t parse_size(const char *s)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno || end == s)
-		die("bad size '%s'", s);
-	switch (*end) {
-	case 'k': case 'K': v <<= 10; end++; break;
-	case 'm': case 'M': v <<= 20; end++; break;
-	case 'g': case 'G': v <<= 30; end++; break;
-	}
-	if (*end)
-		die("bad size '%s'", s);
-	return v;
-}
-
 static void parse_opts(int argc, char **argv, struct opts *o)
 {
 	int c;
@@ -182,7 +147,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		case 'p':
 			o->port = atoi(optarg);
 			if (o->port <= 0 || o->port > 65535)
-				die("bad port '%s'", optarg);
+				bench_die("bad port '%s'", optarg);
 			break;
 		case 't':
 			if (!strcmp(optarg, "lat"))
@@ -194,7 +159,8 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			else if (!strcmp(optarg, "all"))
 				o->tests = T_LAT | T_BW | T_BIBW;
 			else
-				die("bad test '%s' (lat, bw, bibw, all)", optarg);
+				bench_die("bad test '%s' (lat, bw, bibw, all)",
+					  optarg);
 			break;
 		case 'o':
 			if (!strcmp(optarg, "send"))
@@ -204,19 +170,19 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			else if (!strcmp(optarg, "read"))
 				o->op = OP_READ;
 			else
-				die("bad operation '%s' (send, write, read)",
-				    optarg);
+				bench_die("bad operation '%s' "
+					  "(send, write, read)", optarg);
 			break;
 		case 'm':
-			v = parse_size(optarg);
+			v = bench_parse_size(optarg, "size");
 			if (v < 1 || v > (1u << 30))
-				die("-m must be in 1 .. 1g");
+				bench_die("-m must be in 1 .. 1g");
 			o->max = (uint32_t)v;
 			break;
 		case 'n':
-			v = parse_size(optarg);
+			v = bench_parse_size(optarg, "size");
 			if (v < 1 || v > 100000000)
-				die("-n must be in 1 .. 10^8");
+				bench_die("-n must be in 1 .. 10^8");
 			o->iters = (uint32_t)v;
 			break;
 		case 'd':
@@ -225,7 +191,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		case 'g':
 			o->gidx = atoi(optarg);
 			if (o->gidx < 0 || o->gidx > 255)
-				die("bad GID index '%s'", optarg);
+				bench_die("bad GID index '%s'", optarg);
 			break;
 		default:
 			usage();
@@ -235,124 +201,6 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		o->host = argv[optind++];
 	if (optind < argc)
 		usage();
-}
-
-/* ---- TCP exchange ---- */
-
-static void write_all(int fd, const void *p, size_t n)
-{
-	const char *c = p;
-
-	while (n) {
-		ssize_t r = write(fd, c, n);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			die("TCP write to the peer: %s", strerror(errno));
-		c += r;
-		n -= (size_t)r;
-	}
-}
-
-/* Reads n bytes, waiting at most secs for each piece. */
-static void read_all(int fd, void *p, size_t n, int secs)
-{
-	char *c = p;
-
-	while (n) {
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		int r = poll(&pfd, 1, secs * 1000);
-		ssize_t got;
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			die("poll: %s", strerror(errno));
-		if (r == 0)
-			die("the peer said nothing for %d s", secs);
-		got = read(fd, c, n);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got < 0)
-			die("TCP read from the peer: %s", strerror(errno));
-		if (got == 0)
-			die("the peer closed the connection (did it fail?)");
-		c += got;
-		n -= (size_t)got;
-	}
-}
-
-static int tcp_server(int port)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_port = htons((uint16_t)port),
-				  .sin_addr.s_addr = htonl(INADDR_ANY) };
-	struct pollfd pfd;
-	int one = 1, ls, fd;
-
-	ls = socket(AF_INET, SOCK_STREAM, 0);
-	if (ls < 0)
-		die("socket: %s", strerror(errno));
-	setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(ls, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		die("bind to TCP port %d: %s", port, strerror(errno));
-	if (listen(ls, 1) < 0)
-		die("listen: %s", strerror(errno));
-	pfd = (struct pollfd){ .fd = ls, .events = POLLIN };
-	if (poll(&pfd, 1, 120 * 1000) <= 0)
-		die("no client connected to port %d within 120 s", port);
-	fd = accept(ls, NULL, NULL);
-	if (fd < 0)
-		die("accept: %s", strerror(errno));
-	close(ls);
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	return fd;
-}
-
-/* Connects, retrying for 10 s while the server is not yet listening. */
-static int tcp_client(const char *host, int port)
-{
-	struct addrinfo hints = { .ai_family = AF_INET,
-				  .ai_socktype = SOCK_STREAM }, *ai;
-	char service[16];
-	int one = 1, fd = -1, err, i;
-
-	snprintf(service, sizeof(service), "%d", port);
-	err = getaddrinfo(host, service, &hints, &ai);
-	if (err)
-		die("cannot resolve %s: %s", host, gai_strerror(err));
-	for (i = 0; i < 100; i++) {
-		fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
-		if (fd < 0)
-			die("socket: %s", strerror(errno));
-		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
-			break;
-		err = errno;
-		close(fd);
-		fd = -1;
-		if (err != ECONNREFUSED)
-			break;
-		usleep(100 * 1000);
-	}
-	freeaddrinfo(ai);
-	if (fd < 0)
-		die("cannot connect to %s port %d: %s", host, port,
-		    strerror(err));
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	return fd;
-}
-
-/* Both sides call it at the same point: neither passes before the other
- * has arrived. */
-static void barrier(struct bench *b)
-{
-	char c = 'b';
-
-	write_all(b->sock, &c, 1);
-	read_all(b->sock, &c, 1, 300);
-	if (c != 'b')
-		die("protocol error on the TCP connection");
 }
 
 /* ---- verbs setup ---- */
@@ -365,16 +213,16 @@ static struct ibv_context *open_device(const char *name)
 
 	list = ibv_get_device_list(&n);
 	if (!list)
-		die("ibv_get_device_list: %s", strerror(errno));
+		bench_die("ibv_get_device_list: %s", strerror(errno));
 	for (i = 0; i < n; i++)
 		if (!strcmp(ibv_get_device_name(list[i]), name))
 			break;
 	if (i == n)
-		die("no device %s among %d (is build/lib the libibverbs "
+		bench_die("no device %s among %d (is build/lib the libibverbs "
 		    "in use?)", name, n);
 	ctx = ibv_open_device(list[i]);
 	if (!ctx)
-		die("ibv_open_device %s: %s", name, strerror(errno));
+		bench_die("ibv_open_device %s: %s", name, strerror(errno));
 	ibv_free_device_list(list);
 	return ctx;
 }
@@ -388,7 +236,7 @@ static void post_recv(struct bench *b)
 	int err = ibv_post_recv(b->qp, &wr, &bad);
 
 	if (err)
-		die("ibv_post_recv: %s", strerror(err));
+		bench_die("ibv_post_recv: %s", strerror(err));
 }
 
 static void setup(struct bench *b)
@@ -405,14 +253,14 @@ static void setup(struct bench *b)
 
 	b->ctx = open_device(b->o.dev);
 	if (ibv_query_device(b->ctx, &dattr))
-		die("ibv_query_device failed");
+		bench_die("ibv_query_device failed");
 	if ((err = ibv_query_port(b->ctx, 1, &b->port)))
-		die("ibv_query_port: %s", strerror(err));
+		bench_die("ibv_query_port: %s", strerror(err));
 	if (b->port.state != IBV_PORT_ACTIVE)
-		die("port 1 of %s is not active", b->o.dev);
+		bench_die("port 1 of %s is not active", b->o.dev);
 	if ((err = ibv_query_gid(b->ctx, 1, b->o.gidx < 0 ? 0 : b->o.gidx,
 				 &b->gid)))
-		die("ibv_query_gid: %s", strerror(err));
+		bench_die("ibv_query_gid: %s", strerror(err));
 	b->rd_atom = dattr.max_qp_init_rd_atom < 16 ?
 		     (uint8_t)dattr.max_qp_init_rd_atom : 16;
 	if (b->rd_atom == 0)
@@ -420,21 +268,21 @@ static void setup(struct bench *b)
 
 	b->pd = ibv_alloc_pd(b->ctx);
 	if (!b->pd)
-		die("ibv_alloc_pd: %s", strerror(errno));
+		bench_die("ibv_alloc_pd: %s", strerror(errno));
 	b->region = b->o.max < 64 ? 64 : b->o.max;
 	b->buf = aligned_alloc(4096, (2 * b->region + 4095) & ~(size_t)4095);
 	if (!b->buf)
-		die("cannot allocate 2 x %zu bytes", b->region);
+		bench_die("cannot allocate 2 x %zu bytes", b->region);
 	memset(b->buf, b->server ? 's' : 'c', 2 * b->region);
 	b->mr = ibv_reg_mr(b->pd, b->buf, 2 * b->region,
 			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 			   IBV_ACCESS_REMOTE_READ);
 	if (!b->mr)
-		die("ibv_reg_mr of %zu bytes: %s", 2 * b->region,
+		bench_die("ibv_reg_mr of %zu bytes: %s", 2 * b->region,
 		    strerror(errno));
 	b->cq = ibv_create_cq(b->ctx, SQ_DEPTH + RQ_DEPTH, NULL, NULL, 0);
 	if (!b->cq)
-		die("ibv_create_cq: %s", strerror(errno));
+		bench_die("ibv_create_cq: %s", strerror(errno));
 	init.send_cq = init.recv_cq = b->cq;
 	b->qp = ibv_create_qp(b->pd, &init);
 	if (!b->qp) {
@@ -443,7 +291,7 @@ static void setup(struct bench *b)
 		b->qp = ibv_create_qp(b->pd, &init);
 	}
 	if (!b->qp)
-		die("ibv_create_qp (RC): %s", strerror(errno));
+		bench_die("ibv_create_qp (RC): %s", strerror(errno));
 	b->max_inline = init.cap.max_inline_data;
 
 	memset(&attr, 0, sizeof(attr));
@@ -455,7 +303,7 @@ static void setup(struct bench *b)
 	err = ibv_modify_qp(b->qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
 			    IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
 	if (err)
-		die("ibv_modify_qp to INIT: %s", strerror(err));
+		bench_die("ibv_modify_qp to INIT: %s", strerror(err));
 	for (int i = 0; i < RQ_DEPTH; i++)
 		post_recv(b);
 }
@@ -478,14 +326,14 @@ static void connect_qp(struct bench *b)
 	me.max = htobe32(b->o.max);
 	me.iters = htobe32(b->o.iters);
 	memcpy(me.gid, b->gid.raw, 16);
-	write_all(b->sock, &me, sizeof(me));
-	read_all(b->sock, &peer, sizeof(peer), 60);
+	bench_tcp_write(b->sock, &me, sizeof(me));
+	bench_tcp_read(b->sock, &peer, sizeof(peer), 60);
 	if (be32toh(peer.magic) != WIRE_MAGIC)
-		die("the peer is not softib_osu (bad magic)");
+		bench_die("the peer is not softib_osu (bad magic)");
 	if (be32toh(peer.tests) != b->o.tests || be32toh(peer.op) != b->o.op ||
 	    be32toh(peer.max) != b->o.max || be32toh(peer.iters) != b->o.iters)
-		die("the two sides were given different options (-t -o -m -n "
-		    "must agree): peer has tests %#x op %s max %u iters %u",
+		bench_die("the two sides were given different options "
+		    "(-t -o -m -n must agree): peer has tests %#x op %s max %u iters %u",
 		    be32toh(peer.tests),
 		    be32toh(peer.op) < 3 ? op_names[be32toh(peer.op)] : "?",
 		    be32toh(peer.max), be32toh(peer.iters));
@@ -511,7 +359,7 @@ static void connect_qp(struct bench *b)
 			    IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
 			    IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
 	if (err)
-		die("ibv_modify_qp to RTR: %s", strerror(err));
+		bench_die("ibv_modify_qp to RTR: %s", strerror(err));
 	memset(&attr, 0, sizeof(attr));
 	attr.qp_state = IBV_QPS_RTS;
 	attr.timeout = 14;
@@ -523,8 +371,8 @@ static void connect_qp(struct bench *b)
 			    IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
 			    IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
 	if (err)
-		die("ibv_modify_qp to RTS: %s", strerror(err));
-	barrier(b); /* both QPs are ready to receive */
+		bench_die("ibv_modify_qp to RTS: %s", strerror(err));
+	bench_barrier(b->sock); /* both QPs are ready to receive */
 }
 
 /* ---- data path ---- */
@@ -537,10 +385,10 @@ static int progress(struct bench *b)
 	int n = ibv_poll_cq(b->cq, 32, wc);
 
 	if (n < 0)
-		die("ibv_poll_cq failed");
+		bench_die("ibv_poll_cq failed");
 	for (int i = 0; i < n; i++) {
 		if (wc[i].status != IBV_WC_SUCCESS)
-			die("completion error: %s (status %d, opcode %d, "
+			bench_die("completion error: %s (status %d, opcode %d, "
 			    "vendor_err %#x)", ibv_wc_status_str(wc[i].status),
 			    wc[i].status, wc[i].opcode, wc[i].vendor_err);
 		if (wc[i].opcode & IBV_WC_RECV) {
@@ -570,7 +418,7 @@ static void check_stall(uint64_t spins, double *since, const char *what)
 		return;
 	t = now_us();
 	if (t - *since > STALL_SECS * 1e6)
-		die("nothing happened for %d s while waiting for %s "
+		bench_die("nothing happened for %d s while waiting for %s "
 		    "(is the peer alive?)", STALL_SECS, what);
 }
 
@@ -647,7 +495,7 @@ static void post(struct bench *b, enum ibv_wr_opcode opcode, uint32_t size,
 	b->sq_out++;
 	err = ibv_post_send(b->qp, &wr, &bad);
 	if (err)
-		die("ibv_post_send: %s", strerror(err));
+		bench_die("ibv_post_send: %s", strerror(err));
 }
 
 /* Sends the ack of a window: an empty SEND carrying ACK_IMM. */
@@ -661,8 +509,8 @@ static void post_ack(struct bench *b, bool signal)
 static void quiesce(struct bench *b)
 {
 	if (b->unsig)
-		die("internal error: %u unsignaled WRs at the end of a size",
-		    b->unsig);
+		bench_die("internal error: %u unsignaled WRs at the end of "
+			  "a size", b->unsig);
 	wait_sq_empty(b);
 }
 
@@ -719,7 +567,7 @@ static double run_lat(struct bench *b, uint32_t size)
 		/* Arrival is seen by polling the last byte of the receive
 		 * region for the tag of the iteration. */
 		*rx = 0;
-		barrier(b);
+		bench_barrier(b->sock);
 	}
 	for (uint32_t i = 0; i < iters + skip; i++) {
 		uint8_t tag = (uint8_t)(i % 255 + 1);
@@ -762,7 +610,7 @@ static double run_lat(struct bench *b, uint32_t size)
 	}
 	double t = now_us() - t0;
 	quiesce(b);
-	barrier(b);
+	bench_barrier(b->sock);
 	return b->o.op == OP_READ ? t / iters : t / (2.0 * iters);
 }
 
@@ -823,7 +671,7 @@ static double run_bw(struct bench *b, uint32_t size, bool bidir)
 	}
 	t = now_us() - t0;
 	quiesce(b);
-	barrier(b);
+	bench_barrier(b->sock);
 	return (bidir ? 2.0 : 1.0) * size * WINDOW * iters / t;
 }
 
@@ -885,18 +733,18 @@ int main(int argc, char **argv)
 	b.server = b.o.host == NULL;
 	srand48(getpid() ^ (long)time(NULL));
 	setup(&b);
-	b.sock = b.server ? tcp_server(b.o.port)
-			  : tcp_client(b.o.host, b.o.port);
+	b.sock = b.server ? bench_tcp_accept(b.o.port)
+			  : bench_tcp_connect(b.o.host, b.o.port);
 	connect_qp(&b);
 	for (unsigned t = T_LAT; t <= T_BIBW; t <<= 1)
 		if (b.o.tests & t)
 			table(&b, t);
-	barrier(&b);
+	bench_barrier(b.sock);
 	close(b.sock);
 	if (ibv_destroy_qp(b.qp) || ibv_destroy_cq(b.cq) ||
 	    ibv_dereg_mr(b.mr) || ibv_dealloc_pd(b.pd) ||
 	    ibv_close_device(b.ctx))
-		die("tearing down the verbs objects failed");
+		bench_die("tearing down the verbs objects failed");
 	free(b.buf);
 	return 0;
 }

@@ -38,20 +38,20 @@
 #include <endian.h>
 #include <errno.h>
 #include <getopt.h>
-#include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <netinet/udp.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "bench_common.h"
+
+const char bench_prog[] = "udp_raw";
 
 #define DEFAULT_PORT   18520
 #define MAX_DGRAM      65507    /* largest UDP payload over IPv4 */
@@ -110,26 +110,6 @@ struct raw {
 	uint8_t *buf;
 };
 
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "udp_raw: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void usage(void)
 {
 	fprintf(stderr,
@@ -154,25 +134,6 @@ static void usage(void)
 	exit(2);
 }
 
-static uint64_t parse_size(const char *s)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno || end == s)
-		die("bad size '%s'", s);
-	switch (*end) {
-	case 'k': case 'K': v <<= 10; end++; break;
-	case 'm': case 'M': v <<= 20; end++; break;
-	case 'g': case 'G': v <<= 30; end++; break;
-	}
-	if (*end)
-		die("bad size '%s'", s);
-	return v;
-}
-
 static void parse_opts(int argc, char **argv, struct opts *o)
 {
 	uint64_t v;
@@ -186,7 +147,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		case 'p':
 			o->port = atoi(optarg);
 			if (o->port <= 0 || o->port > 65534)
-				die("bad port '%s'", optarg);
+				bench_die("bad port '%s'", optarg);
 			break;
 		case 't':
 			if (!strcmp(optarg, "lat"))
@@ -196,36 +157,37 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			else if (!strcmp(optarg, "all"))
 				o->tests = T_LAT | T_BW;
 			else
-				die("bad test '%s' (lat, bw, all)", optarg);
+				bench_die("bad test '%s' (lat, bw, all)",
+					  optarg);
 			break;
 		case 'd':
-			v = parse_size(optarg);
+			v = bench_parse_size(optarg, "size");
 			if (v < 1 || v > MAX_DGRAM)
-				die("-d must be in 1 .. %d", MAX_DGRAM);
+				bench_die("-d must be in 1 .. %d", MAX_DGRAM);
 			o->dgram = (uint32_t)v;
 			break;
 		case 's':
-			v = parse_size(optarg);
+			v = bench_parse_size(optarg, "size");
 			if (v < 1 || v > MAX_DGRAM)
-				die("-s must be in 1 .. %d", MAX_DGRAM);
+				bench_die("-s must be in 1 .. %d", MAX_DGRAM);
 			o->lat_size = (uint32_t)v;
 			break;
 		case 'm':
-			v = parse_size(optarg);
+			v = bench_parse_size(optarg, "size");
 			if (v < 1 || v > (1ull << 30))
-				die("-m must be in 1 .. 1g");
+				bench_die("-m must be in 1 .. 1g");
 			o->msg = v;
 			break;
 		case 'n':
-			v = parse_size(optarg);
+			v = bench_parse_size(optarg, "size");
 			if (v < 1 || v > 1000000)
-				die("-n must be in 1 .. 10^6");
+				bench_die("-n must be in 1 .. 10^6");
 			o->nmsg = (uint32_t)v;
 			break;
 		case 'i':
-			v = parse_size(optarg);
+			v = bench_parse_size(optarg, "size");
 			if (v < 1 || v > 100000000)
-				die("-i must be in 1 .. 10^8");
+				bench_die("-i must be in 1 .. 10^8");
 			o->iters = (uint32_t)v;
 			break;
 		case 'w':
@@ -234,7 +196,8 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			else if (!strcmp(optarg, "block"))
 				o->block = true;
 			else
-				die("bad wait mode '%s' (poll, block)", optarg);
+				bench_die("bad wait mode '%s' (poll, block)",
+					  optarg);
 			break;
 		case 'u':
 			o->unconnected = true;
@@ -255,123 +218,6 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		usage();
 }
 
-/* ---- the TCP side channel ---- */
-
-static void tcp_write(int fd, const void *p, size_t n)
-{
-	const char *c = p;
-
-	while (n) {
-		ssize_t r = write(fd, c, n);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			die("TCP write to the peer: %s", strerror(errno));
-		c += r;
-		n -= (size_t)r;
-	}
-}
-
-/* n bytes, waiting at most secs for each piece. */
-static void tcp_read(int fd, void *p, size_t n, int secs)
-{
-	char *c = p;
-
-	while (n) {
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		int r = poll(&pfd, 1, secs * 1000);
-		ssize_t got;
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			die("poll: %s", strerror(errno));
-		if (r == 0)
-			die("the peer said nothing for %d s", secs);
-		got = read(fd, c, n);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got < 0)
-			die("TCP read from the peer: %s", strerror(errno));
-		if (got == 0)
-			die("the peer closed the connection (did it fail?)");
-		c += got;
-		n -= (size_t)got;
-	}
-}
-
-static int tcp_accept(int port)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_port = htons((uint16_t)port),
-				  .sin_addr.s_addr = htonl(INADDR_ANY) };
-	struct pollfd pfd;
-	int one = 1, ls, fd;
-
-	ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (ls < 0)
-		die("socket: %s", strerror(errno));
-	setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(ls, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		die("bind to TCP port %d: %s", port, strerror(errno));
-	if (listen(ls, 1) < 0)
-		die("listen: %s", strerror(errno));
-	pfd = (struct pollfd){ .fd = ls, .events = POLLIN };
-	if (poll(&pfd, 1, 120 * 1000) <= 0)
-		die("no client connected to port %d within 120 s", port);
-	fd = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
-	if (fd < 0)
-		die("accept: %s", strerror(errno));
-	close(ls);
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	return fd;
-}
-
-/* Connects, retrying for 10 s while the server does not listen yet. */
-static int tcp_connect(const char *host, int port)
-{
-	struct addrinfo hints = { .ai_family = AF_INET,
-				  .ai_socktype = SOCK_STREAM }, *ai;
-	char service[16];
-	int one = 1, fd = -1, err, i;
-
-	snprintf(service, sizeof(service), "%d", port);
-	err = getaddrinfo(host, service, &hints, &ai);
-	if (err)
-		die("cannot resolve %s: %s", host, gai_strerror(err));
-	for (i = 0; i < 100; i++) {
-		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (fd < 0)
-			die("socket: %s", strerror(errno));
-		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
-			break;
-		err = errno;
-		close(fd);
-		fd = -1;
-		if (err != ECONNREFUSED)
-			break;
-		usleep(100 * 1000);
-	}
-	freeaddrinfo(ai);
-	if (fd < 0)
-		die("cannot connect to %s port %d: %s", host, port,
-		    strerror(err));
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	return fd;
-}
-
-/* Neither side passes before the other has arrived. */
-static void barrier(struct raw *r)
-{
-	char c = 'b';
-
-	tcp_write(r->tcp, &c, 1);
-	tcp_read(r->tcp, &c, 1, 300);
-	if (c != 'b')
-		die("protocol error on the TCP connection");
-}
-
 /* ---- UDP ---- */
 
 /* A UDP socket on port (0: any) of the address the TCP connection uses,
@@ -383,16 +229,16 @@ static int udp_open(struct raw *r, uint16_t port)
 	int fd, buf = SOCK_BUF;
 
 	if (getsockname(r->tcp, (struct sockaddr *)&sa, &sl))
-		die("getsockname: %s", strerror(errno));
+		bench_die("getsockname: %s", strerror(errno));
 	sa.sin_port = htons(port);
 	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		die("socket: %s", strerror(errno));
+		bench_die("socket: %s", strerror(errno));
 	/* as softib's link asks; the kernel caps both at net.core.*mem_max */
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
 	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)))
-		die("bind UDP port %u: %s", port, strerror(errno));
+		bench_die("bind UDP port %u: %s", port, strerror(errno));
 	return fd;
 }
 
@@ -402,7 +248,7 @@ static uint16_t udp_port_of(int fd)
 	socklen_t sl = sizeof(sa);
 
 	if (getsockname(fd, (struct sockaddr *)&sa, &sl))
-		die("getsockname: %s", strerror(errno));
+		bench_die("getsockname: %s", strerror(errno));
 	return ntohs(sa.sin_port);
 }
 
@@ -421,22 +267,22 @@ static void meet(struct raw *r)
 	}, peer;
 	socklen_t sl = sizeof(r->peer);
 
-	tcp_write(r->tcp, &me, sizeof(me));
-	tcp_read(r->tcp, &peer, sizeof(peer), 60);
+	bench_tcp_write(r->tcp, &me, sizeof(me));
+	bench_tcp_read(r->tcp, &peer, sizeof(peer), 60);
 	if (ntohl(peer.magic) != WIRE_MAGIC)
-		die("the peer is not udp_raw (bad magic)");
+		bench_die("the peer is not udp_raw (bad magic)");
 	if (peer.tests != me.tests || peer.dgram != me.dgram ||
 	    peer.nmsg != me.nmsg || peer.msg != me.msg ||
 	    peer.iters != me.iters || peer.flags != me.flags ||
 	    peer.lat_size != me.lat_size)
-		die("the two sides were given different options "
+		bench_die("the two sides were given different options "
 		    "(-t -d -s -m -n -i -w -u -B -G must agree)");
 	if (getpeername(r->tcp, (struct sockaddr *)&r->peer, &sl))
-		die("getpeername: %s", strerror(errno));
+		bench_die("getpeername: %s", strerror(errno));
 	r->peer.sin_port = htons((uint16_t)ntohl(peer.udp_port));
 	if (!o->unconnected &&
 	    connect(r->udp, (struct sockaddr *)&r->peer, sizeof(r->peer)))
-		die("connect UDP: %s", strerror(errno));
+		bench_die("connect UDP: %s", strerror(errno));
 }
 
 static ssize_t udp_send(struct raw *r, const void *p, size_t n)
@@ -454,7 +300,7 @@ static ssize_t udp_send(struct raw *r, const void *p, size_t n)
 		if (errno == ENOBUFS)
 			return 0;
 		if (errno != EINTR)
-			die("send: %s", strerror(errno));
+			bench_die("send: %s", strerror(errno));
 	}
 }
 
@@ -473,7 +319,7 @@ static ssize_t udp_recv(struct raw *r, void *buf, size_t cap, int ms)
 		if (n >= 0)
 			return n;
 		if (errno != EAGAIN && errno != EINTR)
-			die("recv: %s", strerror(errno));
+			bench_die("recv: %s", strerror(errno));
 		if (r->o.block) {
 			struct pollfd pfd = { .fd = r->udp, .events = POLLIN };
 			int p = poll(&pfd, 1, ms);
@@ -485,7 +331,7 @@ static ssize_t udp_recv(struct raw *r, void *buf, size_t cap, int ms)
 		if (late)
 			return -1;
 		if ((spins & 1023) == 0) {
-			uint64_t t = now_ns();
+			uint64_t t = bench_now_ns();
 
 			/* past the deadline, one more look: the time may have
 			 * gone while we were not running, not while we looked */
@@ -514,25 +360,25 @@ static void run_lat(struct raw *r, uint32_t size, uint64_t *rtt,
 	bool client = !r->server;
 	uint64_t sum = 0;
 
-	barrier(r);
+	bench_barrier(r->tcp);
 	for (uint32_t i = 0; i < iters + skip; i++) {
-		uint64_t t = now_ns();
+		uint64_t t = bench_now_ns();
 		ssize_t n;
 
 		if (client)
 			udp_send(r, r->buf, size);
 		n = udp_recv(r, r->buf, MAX_DGRAM, LAT_TIMEOUT_MS);
 		if (n != (ssize_t)size)
-			die("ping-pong of %u bytes, iteration %u: %s", size,
-			    i, n < 0 ? "a datagram was lost" : "wrong size");
+			bench_die("ping-pong of %u bytes, iteration %u: %s",
+				  size, i, n < 0 ? "a datagram was lost" : "wrong size");
 		if (!client)
 			udp_send(r, r->buf, size);
 		if (client && i >= skip) {
-			rtt[i - skip] = now_ns() - t;
+			rtt[i - skip] = bench_now_ns() - t;
 			sum += rtt[i - skip];
 		}
 	}
-	barrier(r);
+	bench_barrier(r->tcp);
 	if (client) {
 		qsort(rtt, iters, sizeof(*rtt), cmp_u64);
 		*mean = sum / 2e3 / iters;
@@ -546,7 +392,7 @@ static void table_lat(struct raw *r)
 	uint32_t last = r->o.lat_size ? r->o.lat_size : r->o.dgram;
 
 	if (!rtt)
-		die("out of memory");
+		bench_die("out of memory");
 	if (!r->server)
 		printf("# raw UDP latency (one-way = half the round trip, "
 		       "%s%s)\n"
@@ -595,7 +441,7 @@ static uint64_t send_gso(struct raw *r, const uint8_t *p, size_t len)
 		if (errno == ENOBUFS)
 			break; /* lost, as on a wire */
 		if (errno != EINTR)
-			die("sendmsg (UDP_SEGMENT): %s", strerror(errno));
+			bench_die("sendmsg (UDP_SEGMENT): %s", strerror(errno));
 	}
 	return (len + r->o.dgram - 1) / r->o.dgram;
 }
@@ -650,7 +496,7 @@ static void stream_send(struct raw *r)
 			int s = sendmmsg(r->udp, mh, k, 0);
 
 			if (s < 0 && errno != ENOBUFS && errno != EINTR)
-				die("sendmmsg: %s", strerror(errno));
+				bench_die("sendmmsg: %s", strerror(errno));
 			/* a refused datagram (ENOBUFS) counts as lost */
 			d += s > 0 ? (uint64_t)s : 1;
 		}
@@ -697,7 +543,7 @@ static void stream_recv(struct raw *r, struct stream_report *rep)
 				break;
 			mh[0].msg_len = (unsigned)n;
 		}
-		uint64_t t = now_ns();
+		uint64_t t = bench_now_ns();
 
 		for (int k = 0; k < got; k++) {
 			if (mh[k].msg_len == 0) {
@@ -723,26 +569,26 @@ static void table_bw(struct raw *r)
 	uint64_t sent = per * r->o.nmsg;
 	struct stream_report rep;
 
-	barrier(r);
+	bench_barrier(r->tcp);
 	if (r->server) {
 		stream_recv(r, &rep);
 		rep.bytes = htobe64(rep.bytes);
 		rep.dgrams = htobe64(rep.dgrams);
 		rep.ns = htobe64(rep.ns);
-		tcp_write(r->tcp, &rep, sizeof(rep));
-		barrier(r);
+		bench_tcp_write(r->tcp, &rep, sizeof(rep));
+		bench_barrier(r->tcp);
 		return;
 	}
-	uint64_t t0 = now_ns();
+	uint64_t t0 = bench_now_ns();
 
 	stream_send(r);
-	double send_s = (now_ns() - t0 - END_MARKS * 1000000.0) / 1e9;
+	double send_s = (bench_now_ns() - t0 - END_MARKS * 1000000.0) / 1e9;
 
-	tcp_read(r->tcp, &rep, sizeof(rep), 120);
+	bench_tcp_read(r->tcp, &rep, sizeof(rep), 120);
 	rep.bytes = be64toh(rep.bytes);
 	rep.dgrams = be64toh(rep.dgrams);
 	rep.ns = be64toh(rep.ns);
-	barrier(r);
+	bench_barrier(r->tcp);
 	printf("# raw UDP stream (%u x %llu-byte messages in %u-byte "
 	       "datagrams%s%s)\n"
 	       "# Size      Bandwidth (MB/s)   lost (%%)   sent (MB/s)\n",
@@ -772,17 +618,17 @@ int main(int argc, char **argv)
 		bufsz = MAX_DGRAM;
 	r.buf = malloc(bufsz);
 	if (!r.buf)
-		die("cannot allocate %zu bytes", bufsz);
+		bench_die("cannot allocate %zu bytes", bufsz);
 	memset(r.buf, r.server ? 's' : 'c', bufsz);
-	r.tcp = r.server ? tcp_accept(r.o.port) :
-			   tcp_connect(r.o.host, r.o.port);
+	r.tcp = r.server ? bench_tcp_accept(r.o.port) :
+			   bench_tcp_connect(r.o.host, r.o.port);
 	r.udp = udp_open(&r, r.server ? (uint16_t)r.o.port : 0);
 	meet(&r);
 	if (r.o.tests & T_LAT)
 		table_lat(&r);
 	if (r.o.tests & T_BW)
 		table_bw(&r);
-	barrier(&r);
+	bench_barrier(r.tcp);
 	close(r.udp);
 	close(r.tcp);
 	free(r.buf);

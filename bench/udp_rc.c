@@ -28,19 +28,18 @@
 #include <errno.h>
 #include <getopt.h>
 #include <infiniband/verbs.h>
-#include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "bench_common.h"
+
+const char bench_prog[] = "udp_rc";
 
 #define DEFAULT_PORT 18521
 #define SQ_DEPTH     256
@@ -104,26 +103,6 @@ struct rc {
 	uint64_t acks_in;    /* ... window answers */
 };
 
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "udp_rc: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void usage(void)
 {
 	fprintf(stderr,
@@ -145,32 +124,13 @@ static void usage(void)
 	exit(2);
 }
 
-static uint64_t parse_size(const char *s)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno || end == s)
-		die("bad number '%s'", s);
-	switch (*end) {
-	case 'k': case 'K': v <<= 10; end++; break;
-	case 'm': case 'M': v <<= 20; end++; break;
-	case 'g': case 'G': v <<= 30; end++; break;
-	}
-	if (*end)
-		die("bad number '%s'", s);
-	return v;
-}
-
 static uint32_t parse_in(const char *s, uint64_t lo, uint64_t hi, char opt)
 {
-	uint64_t v = parse_size(s);
+	uint64_t v = bench_parse_size(s, "number");
 
 	if (v < lo || v > hi)
-		die("-%c must be in %llu .. %llu", opt, (unsigned long long)lo,
-		    (unsigned long long)hi);
+		bench_die("-%c must be in %llu .. %llu", opt,
+			  (unsigned long long)lo, (unsigned long long)hi);
 	return (uint32_t)v;
 }
 
@@ -195,7 +155,8 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			else if (!strcmp(optarg, "all"))
 				o->tests = T_LAT | T_BW;
 			else
-				die("bad test '%s' (lat, bw, all)", optarg);
+				bench_die("bad test '%s' (lat, bw, all)",
+					  optarg);
 			break;
 		case 'o':
 			if (!strcmp(optarg, "send"))
@@ -203,7 +164,8 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			else if (!strcmp(optarg, "write"))
 				o->write = true;
 			else
-				die("bad operation '%s' (send, write)", optarg);
+				bench_die("bad operation '%s' (send, write)",
+					  optarg);
 			break;
 		case 's':
 			o->lat_size = parse_in(optarg, 0, 1u << 30, 's');
@@ -236,120 +198,6 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		usage();
 }
 
-/* ---- the TCP side channel ---- */
-
-static void tcp_write(int fd, const void *p, size_t n)
-{
-	const char *c = p;
-
-	while (n) {
-		ssize_t r = write(fd, c, n);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			die("TCP write to the peer: %s", strerror(errno));
-		c += r;
-		n -= (size_t)r;
-	}
-}
-
-static void tcp_read(int fd, void *p, size_t n, int secs)
-{
-	char *c = p;
-
-	while (n) {
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		int r = poll(&pfd, 1, secs * 1000);
-		ssize_t got;
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			die("poll: %s", strerror(errno));
-		if (r == 0)
-			die("the peer said nothing for %d s", secs);
-		got = read(fd, c, n);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got < 0)
-			die("TCP read from the peer: %s", strerror(errno));
-		if (got == 0)
-			die("the peer closed the connection (did it fail?)");
-		c += got;
-		n -= (size_t)got;
-	}
-}
-
-static int tcp_accept(int port)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_port = htons((uint16_t)port),
-				  .sin_addr.s_addr = htonl(INADDR_ANY) };
-	struct pollfd pfd;
-	int one = 1, ls, fd;
-
-	ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (ls < 0)
-		die("socket: %s", strerror(errno));
-	setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(ls, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		die("bind to TCP port %d: %s", port, strerror(errno));
-	if (listen(ls, 1) < 0)
-		die("listen: %s", strerror(errno));
-	pfd = (struct pollfd){ .fd = ls, .events = POLLIN };
-	if (poll(&pfd, 1, 120 * 1000) <= 0)
-		die("no client connected to port %d within 120 s", port);
-	fd = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
-	if (fd < 0)
-		die("accept: %s", strerror(errno));
-	close(ls);
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	return fd;
-}
-
-static int tcp_connect(const char *host, int port)
-{
-	struct addrinfo hints = { .ai_family = AF_INET,
-				  .ai_socktype = SOCK_STREAM }, *ai;
-	char service[16];
-	int one = 1, fd = -1, err, i;
-
-	snprintf(service, sizeof(service), "%d", port);
-	err = getaddrinfo(host, service, &hints, &ai);
-	if (err)
-		die("cannot resolve %s: %s", host, gai_strerror(err));
-	for (i = 0; i < 100; i++) {
-		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (fd < 0)
-			die("socket: %s", strerror(errno));
-		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
-			break;
-		err = errno;
-		close(fd);
-		fd = -1;
-		if (err != ECONNREFUSED)
-			break;
-		usleep(100 * 1000);
-	}
-	freeaddrinfo(ai);
-	if (fd < 0)
-		die("cannot connect to %s port %d: %s", host, port,
-		    strerror(err));
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	return fd;
-}
-
-static void barrier(struct rc *r)
-{
-	char c = 'b';
-
-	tcp_write(r->tcp, &c, 1);
-	tcp_read(r->tcp, &c, 1, 300);
-	if (c != 'b')
-		die("protocol error on the TCP connection");
-}
-
 /* ---- verbs objects ---- */
 
 static struct ibv_context *open_device(const char *name)
@@ -360,15 +208,15 @@ static struct ibv_context *open_device(const char *name)
 
 	list = ibv_get_device_list(&n);
 	if (!list)
-		die("ibv_get_device_list: %s", strerror(errno));
+		bench_die("ibv_get_device_list: %s", strerror(errno));
 	for (i = 0; i < n; i++)
 		if (!strcmp(ibv_get_device_name(list[i]), name))
 			break;
 	if (i == n)
-		die("no device %s among %d", name, n);
+		bench_die("no device %s among %d", name, n);
 	ctx = ibv_open_device(list[i]);
 	if (!ctx)
-		die("ibv_open_device %s: %s", name, strerror(errno));
+		bench_die("ibv_open_device %s: %s", name, strerror(errno));
 	ibv_free_device_list(list);
 	return ctx;
 }
@@ -382,7 +230,7 @@ static void post_recv(struct rc *r)
 	int err = ibv_post_recv(r->qp, &wr, &bad);
 
 	if (err)
-		die("ibv_post_recv: %s", strerror(err));
+		bench_die("ibv_post_recv: %s", strerror(err));
 }
 
 static void setup(struct rc *r)
@@ -402,26 +250,26 @@ static void setup(struct rc *r)
 
 	r->ctx = open_device(r->o.dev);
 	if ((err = ibv_query_port(r->ctx, 1, &r->port)))
-		die("ibv_query_port: %s", strerror(err));
+		bench_die("ibv_query_port: %s", strerror(err));
 	if (r->port.state != IBV_PORT_ACTIVE)
-		die("port 1 of %s is not active", r->o.dev);
+		bench_die("port 1 of %s is not active", r->o.dev);
 	if ((err = ibv_query_gid(r->ctx, 1, r->o.gidx, &r->gid)))
-		die("ibv_query_gid %d: %s", r->o.gidx, strerror(err));
+		bench_die("ibv_query_gid %d: %s", r->o.gidx, strerror(err));
 	r->pd = ibv_alloc_pd(r->ctx);
 	if (!r->pd)
-		die("ibv_alloc_pd: %s", strerror(errno));
+		bench_die("ibv_alloc_pd: %s", strerror(errno));
 	r->len = big < 64 ? 64 : big;
 	r->buf = aligned_alloc(4096, (2 * r->len + 4095) & ~(size_t)4095);
 	if (!r->buf)
-		die("cannot allocate 2 x %zu bytes", r->len);
+		bench_die("cannot allocate 2 x %zu bytes", r->len);
 	memset(r->buf, r->server ? 's' : 'c', 2 * r->len);
 	r->mr = ibv_reg_mr(r->pd, r->buf, 2 * r->len,
 			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	if (!r->mr)
-		die("ibv_reg_mr: %s", strerror(errno));
+		bench_die("ibv_reg_mr: %s", strerror(errno));
 	r->cq = ibv_create_cq(r->ctx, SQ_DEPTH + RQ_DEPTH, NULL, NULL, 0);
 	if (!r->cq)
-		die("ibv_create_cq: %s", strerror(errno));
+		bench_die("ibv_create_cq: %s", strerror(errno));
 	init.send_cq = init.recv_cq = r->cq;
 	r->qp = ibv_create_qp(r->pd, &init);
 	if (!r->qp) {
@@ -429,12 +277,12 @@ static void setup(struct rc *r)
 		r->qp = ibv_create_qp(r->pd, &init);
 	}
 	if (!r->qp)
-		die("ibv_create_qp: %s", strerror(errno));
+		bench_die("ibv_create_qp: %s", strerror(errno));
 	r->max_inline = init.cap.max_inline_data;
 	err = ibv_modify_qp(r->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
 			    IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
 	if (err)
-		die("ibv_modify_qp to INIT: %s", strerror(err));
+		bench_die("ibv_modify_qp to INIT: %s", strerror(err));
 	for (int i = 0; i < RQ_DEPTH; i++)
 		post_recv(r);
 }
@@ -456,15 +304,15 @@ static void connect_qp(struct rc *r)
 	int err;
 
 	memcpy(me.gid, r->gid.raw, 16);
-	tcp_write(r->tcp, &me, sizeof(me));
-	tcp_read(r->tcp, &peer, sizeof(peer), 60);
+	bench_tcp_write(r->tcp, &me, sizeof(me));
+	bench_tcp_read(r->tcp, &peer, sizeof(peer), 60);
 	if (ntohl(peer.magic) != WIRE_MAGIC)
-		die("the peer is not udp_rc (bad magic)");
+		bench_die("the peer is not udp_rc (bad magic)");
 	if (peer.tests != me.tests || peer.write != me.write ||
 	    peer.lat_size != me.lat_size || peer.bw_size != me.bw_size ||
 	    peer.iters != me.iters || peer.windows != me.windows ||
 	    peer.window != me.window)
-		die("the two sides were given different options "
+		bench_die("the two sides were given different options "
 		    "(-t -o -s -m -i -n -W must agree)");
 	r->raddr = be64toh(peer.addr);
 	r->rkey = ntohl(peer.rkey);
@@ -485,7 +333,7 @@ static void connect_qp(struct rc *r)
 			    IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
 			    IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
 	if (err)
-		die("ibv_modify_qp to RTR: %s", strerror(err));
+		bench_die("ibv_modify_qp to RTR: %s", strerror(err));
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
 	/* 4.096 us x 2^18 = 1.07 s per try: on a loaded 2-core test machine
@@ -500,8 +348,8 @@ static void connect_qp(struct rc *r)
 			    IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
 			    IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
 	if (err)
-		die("ibv_modify_qp to RTS: %s", strerror(err));
-	barrier(r);
+		bench_die("ibv_modify_qp to RTS: %s", strerror(err));
+	bench_barrier(r->tcp);
 }
 
 /* ---- data path ---- */
@@ -513,10 +361,10 @@ static int progress(struct rc *r)
 	int n = ibv_poll_cq(r->cq, 32, wc);
 
 	if (n < 0)
-		die("ibv_poll_cq failed");
+		bench_die("ibv_poll_cq failed");
 	for (int i = 0; i < n; i++) {
 		if (wc[i].status != IBV_WC_SUCCESS)
-			die("completion error: %s (opcode %d)",
+			bench_die("completion error: %s (opcode %d)",
 			    ibv_wc_status_str(wc[i].status), wc[i].opcode);
 		if (wc[i].opcode & IBV_WC_RECV) {
 			if ((wc[i].wc_flags & IBV_WC_WITH_IMM) &&
@@ -536,7 +384,7 @@ static int progress(struct rc *r)
 static void wait_for(struct rc *r, const uint64_t *count, uint64_t want,
 		     const char *what)
 {
-	uint64_t since = now_ns();
+	uint64_t since = bench_now_ns();
 
 	for (uint64_t spins = 0; *count < want; spins++) {
 		if (progress(r)) {
@@ -545,24 +393,25 @@ static void wait_for(struct rc *r, const uint64_t *count, uint64_t want,
 		}
 		if ((spins & 4095) == 4095) {
 			if (spins == 4095)
-				since = now_ns();
-			else if (now_ns() - since > STALL_SECS * 1000000000ull)
-				die("nothing for %d s while waiting for %s",
-				    STALL_SECS, what);
+				since = bench_now_ns();
+			else if (bench_now_ns() - since >
+				 STALL_SECS * 1000000000ull)
+				bench_die("nothing for %d s while waiting "
+					  "for %s", STALL_SECS, what);
 		}
 	}
 }
 
 static void wait_sq_room(struct rc *r, uint32_t room)
 {
-	uint64_t since = now_ns();
+	uint64_t since = bench_now_ns();
 
 	for (uint64_t spins = 0; r->sq_out > SQ_DEPTH - room; spins++) {
 		if (progress(r))
 			spins = 0;
 		else if ((spins & 4095) == 4095 &&
-			 now_ns() - since > STALL_SECS * 1000000000ull)
-			die("no send completion for %d s", STALL_SECS);
+			 bench_now_ns() - since > STALL_SECS * 1000000000ull)
+			bench_die("no send completion for %d s", STALL_SECS);
 	}
 }
 
@@ -590,7 +439,7 @@ static void post(struct rc *r, enum ibv_wr_opcode op, uint32_t size,
 	r->sq_out++;
 	err = ibv_post_send(r->qp, &wr, &bad);
 	if (err)
-		die("ibv_post_send: %s", strerror(err));
+		bench_die("ibv_post_send: %s", strerror(err));
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -608,10 +457,10 @@ static void run_lat(struct rc *r)
 	bool client = !r->server;
 
 	if (!rtt)
-		die("out of memory");
-	barrier(r);
+		bench_die("out of memory");
+	bench_barrier(r->tcp);
 	for (uint32_t i = 0; i < iters + skip; i++) {
-		uint64_t t = now_ns();
+		uint64_t t = bench_now_ns();
 
 		if (client)
 			post(r, IBV_WR_SEND, r->o.lat_size, 0);
@@ -619,12 +468,12 @@ static void run_lat(struct rc *r)
 		if (!client)
 			post(r, IBV_WR_SEND, r->o.lat_size, 0);
 		if (client && i >= skip) {
-			rtt[i - skip] = now_ns() - t;
+			rtt[i - skip] = bench_now_ns() - t;
 			sum += rtt[i - skip];
 		}
 	}
 	wait_sq_room(r, SQ_DEPTH);
-	barrier(r);
+	bench_barrier(r->tcp);
 	if (client) {
 		qsort(rtt, iters, sizeof(*rtt), cmp_u64);
 		printf("# softib RC latency over GID (SEND ping-pong, one-way "
@@ -642,10 +491,10 @@ static void run_bw(struct rc *r)
 	uint64_t data0 = r->data_in, acks0 = r->acks_in, t0 = 0;
 	uint32_t size = r->o.bw_size;
 
-	barrier(r);
+	bench_barrier(r->tcp);
 	for (uint32_t i = 0; i < n + skip; i++) {
 		if (i == skip)
-			t0 = now_ns();
+			t0 = bench_now_ns();
 		if (r->server) {
 			/* SEND: a completion per message; WRITE: one, the
 			 * immediate of the window's last */
@@ -665,10 +514,10 @@ static void run_bw(struct rc *r)
 		}
 		wait_for(r, &r->acks_in, acks0 + i + 1, "the peer's answer");
 	}
-	double secs = (now_ns() - t0) / 1e9;
+	double secs = (bench_now_ns() - t0) / 1e9;
 
 	wait_sq_room(r, SQ_DEPTH);
-	barrier(r);
+	bench_barrier(r->tcp);
 	if (!r->server)
 		printf("# softib RC bandwidth over GID (%s, %u windows of %u)\n"
 		       "# Size      Bandwidth (MB/s)\n%-10u%18.2f\n\n",
@@ -685,8 +534,8 @@ int main(int argc, char **argv)
 	r.server = r.o.host == NULL;
 	srand48(getpid() ^ (long)time(NULL));
 	setup(&r);
-	r.tcp = r.server ? tcp_accept(r.o.port) :
-			   tcp_connect(r.o.host, r.o.port);
+	r.tcp = r.server ? bench_tcp_accept(r.o.port) :
+			   bench_tcp_connect(r.o.host, r.o.port);
 	connect_qp(&r);
 	if (!r.server)
 		printf("# %s port 1: active MTU %d bytes, GID index %d\n\n",
@@ -695,12 +544,12 @@ int main(int argc, char **argv)
 		run_lat(&r);
 	if (r.o.tests & T_BW)
 		run_bw(&r);
-	barrier(&r);
+	bench_barrier(r.tcp);
 	close(r.tcp);
 	if (ibv_destroy_qp(r.qp) || ibv_destroy_cq(r.cq) ||
 	    ibv_dereg_mr(r.mr) || ibv_dealloc_pd(r.pd) ||
 	    ibv_close_device(r.ctx))
-		die("tearing down the verbs objects failed");
+		bench_die("tearing down the verbs objects failed");
 	free(r.buf);
 	return 0;
 }
