@@ -229,6 +229,8 @@ struct hca_qp {
 	uint32_t psn;               /* next PSN to assign */
 	uint32_t send_psn;          /* next PSN to (re)transmit */
 	uint32_t high_psn;          /* highest PSN ever sent: retransmissions */
+	uint32_t cwnd;              /* packets allowed in flight (loss-adaptive) */
+	uint32_t nak_stall;         /* NAKs in a row that moved nothing */
 	uint32_t acked_psn;
 	uint64_t last_progress_ns;
 	uint64_t rnr_until_ns;

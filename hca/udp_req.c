@@ -20,7 +20,9 @@
 
 #include "hca_int.h"
 
-#define HCA_UDP_WINDOW 256          /* packets in flight per QP */
+#define HCA_UDP_WINDOW 256          /* packets in flight per QP, at most */
+#define HCA_UDP_WINDOW_MIN 8        /* ... and at least, after losses */
+#define HCA_NAK_STALL_MAX 64        /* NAKs in a row without progress */
 
 #define SQ_SLOT(qp, i) (&(qp)->sq[(i) & ((qp)->cap.max_send_wr - 1)])
 
@@ -190,7 +192,11 @@ static enum ibv_wc_status packetize(struct hca_qp *qp, struct hca_swqe *w,
 
 		h.opcode = pkt_opcode(w, i, n, tr);
 		h.psn = hca_psn_add(w->first_psn, (int32_t)i);
-		h.ackreq = i + 1 == n || i % HCA_ACKREQ_EVERY == HCA_ACKREQ_EVERY - 1;
+		/* ACK requested: a message's last packet, every 64th, and the
+		 * last one the window lets out now (else the window would wait
+		 * for the timer) */
+		h.ackreq = i + 1 == n || i + 1 == end ||
+			   i % HCA_ACKREQ_EVERY == HCA_ACKREQ_EVERY - 1;
 		h.se = i + 1 == n && (w->wr.send_flags & IBV_SEND_SOLICITED);
 		hl = hca_wire_put_hdrs(pkt, sizeof(pkt), &h, plen);
 		if (!hl)
@@ -245,17 +251,37 @@ static uint32_t rd_atomic_in_flight(struct hca_qp *qp)
 	return n;
 }
 
+/*
+ * The window adapts to loss, as TCP's does: halved by each go-back (a NAK
+ * or a timeout), grown by one per acknowledged advance. Go-back-N resends
+ * all that is in flight after a loss, so on a lossy path a smaller window
+ * is what lets messages through.
+ */
+static uint32_t window(struct hca_qp *qp)
+{
+	if (qp->cwnd < HCA_UDP_WINDOW_MIN || qp->cwnd > HCA_UDP_WINDOW)
+		qp->cwnd = HCA_UDP_WINDOW;
+	return qp->cwnd;
+}
+
+static void window_shrink(struct hca_qp *qp)
+{
+	uint32_t w = window(qp) / 2;
+
+	qp->cwnd = w < HCA_UDP_WINDOW_MIN ? HCA_UDP_WINDOW_MIN : w;
+}
+
 /* Room to send w's next packets: the window, and max_rd_atomic. */
 static uint32_t budget_for(struct hca_qp *qp, struct hca_swqe *w)
 {
-	uint32_t pk = in_flight(qp);
+	uint32_t pk = in_flight(qp), win = window(qp);
 	uint32_t max_rd = qp->attr->max_rd_atomic ? qp->attr->max_rd_atomic : 1;
 
-	if (pk >= HCA_UDP_WINDOW)
+	if (pk >= win)
 		return 0;
 	if (needs_response(w) && !w->sent && rd_atomic_in_flight(qp) >= max_rd)
 		return 0;
-	return HCA_UDP_WINDOW - pk;
+	return win - pk;
 }
 
 /* UC: sent is done (unsignaled WQEs complete silently). */
@@ -302,6 +328,7 @@ static bool check_timeout(struct hca_qp *qp, uint64_t now)
 		return false;
 	}
 	qp->last_progress_ns = now;
+	window_shrink(qp);
 	rewind_to_head(qp);
 	return true;
 }
@@ -406,6 +433,9 @@ static void complete_acked(struct hca_qp *qp)
 static void acked(struct hca_qp *qp, uint32_t psn)
 {
 	if (hca_psn_cmp(psn, qp->acked_psn) > 0) {
+		if (window(qp) < HCA_UDP_WINDOW)
+			qp->cwnd++;
+		qp->nak_stall = 0;
 		qp->acked_psn = psn;
 		qp->last_progress_ns = hca_now_ns();
 		qp->retry_left = qp->attr->retry_cnt;
@@ -463,16 +493,33 @@ static void nak(struct hca_qp *qp, const struct hca_wire_hdr *h)
 
 	acked(qp, hca_psn_add(h->psn, -1));
 	complete_acked(qp);
+	/*
+	 * The responder says where it stands: an RNR at a message's last
+	 * packet, or a sequence error, can name a PSN at or below one it had
+	 * already ACKed inside an unfinished message (coalesced ACKs). Go back
+	 * to that PSN — within the oldest outstanding WQE only: what completed
+	 * stays completed.
+	 */
+	if ((kind == HCA_AETH_RNR_NAK || v == HCA_NAK_PSN_SEQ_ERR) &&
+	    qp->sq_head != qp->sq_next) {
+		struct hca_swqe *head = SQ_SLOT(qp, qp->sq_head);
+		int32_t at = hca_psn_diff(h->psn, head->first_psn);
+
+		if (head->psn_set && at >= 0 && at < (int32_t)head->npkts &&
+		    hca_psn_cmp(h->psn, qp->acked_psn) <= 0)
+			qp->acked_psn = hca_psn_add(h->psn, -1);
+	}
 	if (kind == HCA_AETH_RNR_NAK)
 		HCA_COUNT(qp->ent, rnr_rcvd);
 	else
 		HCA_COUNT(qp->ent, naks_rcvd);
 	if (qp->sq_head == qp->sq_next)
 		return; /* nothing of ours in flight: a stale or forged NAK */
-	/* a NAK that moves nothing forward counts as a retry, or a responder
-	 * and requester that disagree would go back and forth forever */
+	/* NAKs that move nothing forward, many in a row, mean a responder and
+	 * a requester that disagree (a forged or broken stream): give up as
+	 * on retries exhausted rather than go back and forth forever */
 	if (qp->acked_psn == before && kind != HCA_AETH_RNR_NAK &&
-	    qp->retry_left-- <= 0) {
+	    ++qp->nak_stall > HCA_NAK_STALL_MAX) {
 		hca_req_fail_head(qp, SQ_SLOT(qp, qp->sq_head), IBV_WC_RETRY_EXC_ERR);
 		return;
 	}
@@ -484,6 +531,7 @@ static void nak(struct hca_qp *qp, const struct hca_wire_hdr *h)
 		qp->rnr_until_ns = hca_now_ns() + hca_rnr_timer_us[v & 31] * 1000ULL;
 		rewind_to_head(qp);
 	} else if (v == HCA_NAK_PSN_SEQ_ERR) {
+		window_shrink(qp);
 		rewind_to_head(qp);
 	} else if (wqe_of_psn(qp, h->psn, &idx) && idx == qp->sq_head) {
 		hca_req_fail_head(qp, SQ_SLOT(qp, qp->sq_head),
