@@ -342,8 +342,15 @@ static void qp_reset(struct hca_qp *qp)
 
 	pthread_mutex_lock(&qp->sq_lock);
 	qp->sq_head = qp->sq_next = qp->sq_tail;
-	qp->wait_until_ns = 0;
+	qp->wait_until_ns = qp->rnr_until_ns = 0;
 	pthread_mutex_unlock(&qp->sq_lock);
+	/* the UDP responder forgets the old connection too */
+	pthread_mutex_lock(&qp->resp_lock);
+	qp->in_msg = qp->nak_sent = false;
+	qp->rlen = 0;
+	qp->msn = 0;
+	memset(qp->replay, 0, sizeof(qp->replay));
+	pthread_mutex_unlock(&qp->resp_lock);
 	if (qp->rq)
 		while (hca_ring_pop(qp->rq, buf, sizeof(buf)) == 0)
 			;

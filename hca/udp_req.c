@@ -432,6 +432,9 @@ static void complete_acked(struct hca_qp *qp)
 
 static void acked(struct hca_qp *qp, uint32_t psn)
 {
+	/* an ACK beyond every PSN we have given out is forged or stale */
+	if (hca_psn_cmp(psn, hca_psn_add(qp->psn, -1)) > 0)
+		return;
 	if (hca_psn_cmp(psn, qp->acked_psn) > 0) {
 		if (window(qp) < HCA_UDP_WINDOW)
 			qp->cwnd++;

@@ -73,10 +73,30 @@ ns_pair() {
 	src=$?
 	if [ "$src" = 0 ] && [ "$crc" = 0 ]; then
 		pass "$name"
+	elif [ -n "${lossy_end_ok:-}" ] && lossy_end "$src" "$slog" "$crc" "$clog"; then
+		pass "$name (the last ACK was lost after the peer had left: see above)"
 	else
 		fail "$name (server $src, client $crc)"
 		tail -n 20 "$slog" "$clog"
 	fi
+}
+
+# On a lossy wire the pingpongs can end one way only a fabric allows:
+# one side has every message (it exits 0 with its summary) and leaves; the
+# ACK of the other side's last message was lost, and can no longer be
+# sent again, so that side's last WR ends in "transport retry counter
+# exceeded" and nothing else. lossy_end SRC SLOG CRC CLOG accepts exactly
+# that, and only where lossy_end_ok is set.
+lossy_end() {
+	local a=$1 alog=$2 b=$3 blog=$4
+	if [ "$a" != 0 ]; then
+		local t=$a tl=$alog
+		a=$b alog=$blog b=$t blog=$tl
+	fi
+	[ "$a" = 0 ] && grep -q "iters in" "$alog" &&
+		[ "$(grep -c "Failed status" "$blog")" = 1 ] &&
+		grep -q "Failed status transport retry counter exceeded" "$blog" &&
+		! grep -Eq "invalid data|Couldn't" "$blog"
 }
 
 echo "hosts: $NA ($IPA) <-> $NB ($IPB), veth MTU 1500"
@@ -108,13 +128,14 @@ done
 # own, so a client that has what it waited for exits, and the ACK of its
 # last message, were it lost, could never be sent again — on any fabric.
 server_env="SOFTIB_FAULT=loss=0.05,dup=0.02,reorder=0.03,corrupt=0.01,seed=7"
+lossy_end_ok=1
 ns_pair "udp-rc-faults-4k" 180 "$(free_port)" "" \
 	ibv_rc_pingpong -d softib0 -g 0 -n 300 -s 4096 -c
 ns_pair "udp-rc-faults-64k" 180 "$(free_port)" "" \
 	ibv_rc_pingpong -d softib0 -g 0 -n 30 -s 65536 -c
 ns_pair "udp-srq-faults" 180 "$(free_port)" "" \
 	ibv_srq_pingpong -d softib0 -g 0 -n 200 -s 2048
-server_env=
+server_env= lossy_end_ok=
 
 # perftest across the hosts (-x 0: address by GID).
 for t in ib_send_lat ib_send_bw ib_write_bw ib_read_lat ib_read_bw ib_atomic_lat; do
