@@ -224,6 +224,7 @@ struct hca_qp {
 
 	/* UDP link, requester (sq_lock) */
 	bool udp;                   /* RC/UC/XRC path leads over UDP */
+	int8_t path_route;          /* host link: 1 local, -1 not, 0 unknown */
 	uint32_t udp_daddr;
 	uint32_t sq_next;           /* next WQE to transmit */
 	uint32_t psn;               /* next PSN to assign */

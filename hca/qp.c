@@ -343,6 +343,7 @@ static void qp_reset(struct hca_qp *qp)
 	pthread_mutex_lock(&qp->sq_lock);
 	qp->sq_head = qp->sq_next = qp->sq_tail;
 	qp->wait_until_ns = qp->rnr_until_ns = 0;
+	qp->path_route = 0;
 	pthread_mutex_unlock(&qp->sq_lock);
 	/* the UDP responder forgets the old connection too */
 	pthread_mutex_lock(&qp->resp_lock);
@@ -439,6 +440,8 @@ static void modify_apply(struct hca_qp *qp, const struct ibv_qp_attr *a, int mas
 	qp->attr->rq_psn &= 0xffffff;
 	qp->attr->sq_psn &= 0xffffff;
 	qp->ent->attr_set |= mask;
+	if (mask & IBV_QP_AV)
+		qp->path_route = 0; /* a new address vector: decide again */
 	qp->rnr_left = qp->attr->rnr_retry;
 	qp->retry_left = qp->attr->retry_cnt;
 

@@ -170,6 +170,21 @@ static bool route_local(struct hca_qp *qp, uint16_t dlid, bool global,
 	return dlid == qp->dev->lid;
 }
 
+/*
+ * Does a connected QP's path lead to this host? Decided once per address
+ * vector (modify resets it), not for every message: matching a GID walks
+ * the GID table.
+ */
+static bool connected_path_local(struct hca_qp *qp)
+{
+	const struct ibv_ah_attr *ah = &qp->attr->ah_attr;
+
+	if (!qp->path_route)
+		qp->path_route = route_local(qp, ah->dlid, ah->is_global,
+					     &ah->grh.dgid) ? 1 : -1;
+	return qp->path_route > 0;
+}
+
 static bool is_mcast_lid(uint16_t lid)
 {
 	return lid >= 0xc000 && lid != 0xffff;
@@ -279,8 +294,7 @@ static enum hca_resp_status deliver(struct hca_qp *qp, struct hca_swqe *w,
 			return HCA_RESP_DROP;
 		if (qp->dev->link.pcap)
 			hca_udp_capture_ud(qp, w, m);
-	} else if (!route_local(qp, qp->attr->ah_attr.dlid, qp->attr->ah_attr.is_global,
-				&qp->attr->ah_attr.grh.dgid)) {
+	} else if (!connected_path_local(qp)) {
 		return HCA_RESP_DROP;
 	}
 	return hca_resp_execute(qp->dev, m);
