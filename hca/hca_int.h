@@ -235,6 +235,14 @@ struct hca_qp {
 	uint32_t acked_psn;
 	uint64_t last_progress_ns;
 	uint64_t rnr_until_ns;
+	/* early retransmission (udp_req.c): the round trip, measured */
+	uint64_t srtt_ns, rttvar_ns;
+	uint64_t rtt_sent_ns;       /* when rtt_psn went; 0: no sample pending */
+	uint32_t rtt_psn;
+	uint64_t last_probe_ns;     /* the last early go-back */
+	uint64_t goback_ns;         /* the last go-back after a NAK ... */
+	uint32_t goback_psn;        /* ... and the PSN it went back to */
+	uint32_t probes;            /* early go-backs since progress */
 	/* UDP link, responder (resp_lock) */
 	pthread_mutex_t resp_lock;
 	uint32_t epsn, msn;
@@ -278,6 +286,8 @@ struct hca_msg {
 	const struct hca_ah *ah; /* UD: for the GRH */
 	uint32_t xrc_srqn;       /* XRC: the SRQ the XRCETH names */
 	union ibv_gid sgid;      /* UD: the sender's GID, for the GRH */
+	bool range_only;         /* READ: check the key and range, move nothing */
+	bool uncounted;          /* one packet of a READ counted already */
 	uint32_t src_slot;       /* requester's process slot on this host, or
 				  * HCA_NONE (UDP): whom to wake after RNR */
 	/* shared-memory link: the receive completion waits until the

@@ -318,7 +318,7 @@ static enum hca_resp_status resp_read(struct resp_ctx *r)
 
 	if (!rkey_check(r, m->len, &va))
 		return resp_access_error(r);
-	if (!m->len)
+	if (!m->len || m->range_only)
 		return HCA_RESP_ACK;
 	t.iov_base = (void *)(uintptr_t)va;
 	t.iov_len = m->len;
@@ -449,7 +449,7 @@ enum hca_resp_status hca_resp_execute(struct hca_dev *dev, struct hca_msg *m)
 		st = resp_read(&r);
 	else
 		st = resp_atomic(&r);
-	if (st == HCA_RESP_ACK) {
+	if (st == HCA_RESP_ACK && !m->uncounted) {
 		atomic_fetch_add_explicit(&r.e->rx_msgs, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&r.e->rx_bytes, m->len, memory_order_relaxed);
 	} else if (st == HCA_RESP_RNR) {

@@ -35,7 +35,7 @@
 #include "hca_limits.h"
 
 #define HCA_SEG_MAGIC   0x534f46544942ULL /* "SOFTIB" */
-#define HCA_SEG_VERSION 10
+#define HCA_SEG_VERSION 11
 #define HCA_HEAP_SIZE   (1ULL << 31)      /* sparse: tmpfs pages on touch */
 #define HCA_HEAP_MIN_ORDER 12
 #define HCA_HEAP_MAX_ORDER 31
@@ -53,6 +53,7 @@ enum hca_qp_drop {
 	HCA_DROP_ACCESS,    /* UC: bad rkey / range; XRC: bad SRQ number */
 	HCA_DROP_NO_WQE,    /* UC/UD: no receive WQE */
 	HCA_DROP_STATE,     /* QP cannot receive in its state */
+	HCA_DROP_LENGTH,    /* payload against path MTU or DMA length */
 	HCA_DROP_MAX
 };
 

@@ -207,10 +207,15 @@ static enum ibv_wc_status packetize(struct hca_qp *qp, struct hca_swqe *w,
 			continue;
 		}
 		HCA_COUNT(qp->ent, tx_pkts);
-		if (hca_psn_cmp(h.psn, qp->high_psn) <= 0)
+		if (hca_psn_cmp(h.psn, qp->high_psn) <= 0) {
 			HCA_COUNT(qp->ent, retrans);
-		else
+		} else {
 			qp->high_psn = h.psn;
+			if (h.ackreq && !qp->rtt_sent_ns) {
+				qp->rtt_psn = h.psn;
+				qp->rtt_sent_ns = hca_now_ns();
+			}
+		}
 		hca_link_send(qp->dev, qp->udp_daddr, pkt, hl, plen);
 	}
 	if (!capture_only) {
@@ -317,32 +322,101 @@ static void rewind_to_head(struct hca_qp *qp)
 	}
 }
 
-static bool check_timeout(struct hca_qp *qp, uint64_t now)
+/* The spec's ACK timer: 4.096 us * 2^timeout (0: none). */
+static uint64_t spec_timeout_ns(struct hca_qp *qp)
 {
-	uint8_t t = qp->attr->timeout;
+	return qp->attr->timeout ? 4096ULL << qp->attr->timeout : 0;
+}
 
-	if (!t || !in_flight(qp) || now - qp->last_progress_ns < (4096ULL << t))
-		return true;
-	if (qp->retry_left-- <= 0) {
-		hca_req_fail_head(qp, SQ_SLOT(qp, qp->sq_head), IBV_WC_RETRY_EXC_ERR);
-		return false;
+/*
+ * Early retransmission. On a lossy path the last packets the window lets
+ * out are lost often, and then nothing comes back to say so: a NAK needs
+ * a later packet, and the spec's timer is long (tens of ms for the usual
+ * timeouts). So the requester also goes back once a few measured round
+ * trips pass without progress, doubling that wait each time. Such a go
+ * back costs no retry: only the spec's timer counts against retry_cnt,
+ * so a dead peer is declared exactly when the spec says.
+ */
+#define HCA_PROBE_MIN_NS 200000ULL
+
+static uint64_t probe_wait_ns(struct hca_qp *qp)
+{
+	uint64_t rto = qp->srtt_ns ? qp->srtt_ns + 4 * qp->rttvar_ns : 1000000ULL;
+	uint64_t spec = spec_timeout_ns(qp);
+
+	if (rto < HCA_PROBE_MIN_NS)
+		rto = HCA_PROBE_MIN_NS;
+	rto <<= qp->probes < 16 ? qp->probes : 16;
+	return spec && rto > spec ? spec : rto;
+}
+
+static uint64_t probe_due_ns(struct hca_qp *qp)
+{
+	uint64_t since = qp->last_probe_ns > qp->last_progress_ns ?
+			 qp->last_probe_ns : qp->last_progress_ns;
+
+	return since + probe_wait_ns(qp);
+}
+
+/* A round-trip sample: an ACK request's answer (RFC 6298's estimator). */
+static void rtt_sample(struct hca_qp *qp, uint32_t psn, uint64_t now)
+{
+	uint64_t r, d;
+
+	if (!qp->rtt_sent_ns || hca_psn_cmp(psn, qp->rtt_psn) < 0)
+		return;
+	r = now - qp->rtt_sent_ns;
+	qp->rtt_sent_ns = 0;
+	if (!qp->srtt_ns) {
+		qp->srtt_ns = r;
+		qp->rttvar_ns = r / 2;
+		return;
 	}
-	qp->last_progress_ns = now;
+	d = r > qp->srtt_ns ? r - qp->srtt_ns : qp->srtt_ns - r;
+	qp->rttvar_ns = (3 * qp->rttvar_ns + d) / 4;
+	qp->srtt_ns = (7 * qp->srtt_ns + r) / 8;
+}
+
+static void go_back(struct hca_qp *qp)
+{
+	qp->rtt_sent_ns = 0; /* Karn: no sample across a retransmission */
 	window_shrink(qp);
 	rewind_to_head(qp);
+}
+
+static bool check_timeout(struct hca_qp *qp, uint64_t now)
+{
+	uint64_t spec = spec_timeout_ns(qp);
+
+	if (!in_flight(qp))
+		return true;
+	if (spec && now > qp->last_progress_ns && now - qp->last_progress_ns >= spec) {
+		if (qp->retry_left-- <= 0) {
+			hca_req_fail_head(qp, SQ_SLOT(qp, qp->sq_head), IBV_WC_RETRY_EXC_ERR);
+			return false;
+		}
+		qp->last_progress_ns = now;
+		go_back(qp);
+	} else if (now >= probe_due_ns(qp)) {
+		qp->last_probe_ns = now;
+		qp->probes++;
+		go_back(qp);
+	}
 	return true;
 }
 
 /* When next to look at this QP: RNR wait, or the ACK timer. */
 static void arm_timer(struct hca_qp *qp, uint64_t now)
 {
-	uint64_t when = 0;
+	uint64_t when = 0, spec = spec_timeout_ns(qp);
 
-	if (qp->rnr_until_ns > now)
+	if (qp->rnr_until_ns > now) {
 		when = qp->rnr_until_ns;
-	else if (in_flight(qp))
-		when = qp->last_progress_ns +
-		       (qp->attr->timeout ? 4096ULL << qp->attr->timeout : 200000000ULL);
+	} else if (in_flight(qp)) {
+		when = probe_due_ns(qp);
+		if (spec && qp->last_progress_ns + spec < when)
+			when = qp->last_progress_ns + spec;
+	}
 	if (when) {
 		qp->wait_until_ns = when;
 		hca_dev_wait_add(qp->dev, qp); /* the UDP path reads its own timers */
@@ -409,6 +483,22 @@ static bool needs_response(const struct hca_swqe *w)
 	       w->wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
 }
 
+/*
+ * An ACK beyond a READ or atomic whose answer has not (all) come: the
+ * responder executed it, and its answer was lost or is late. The spec
+ * calls this an implicit NAK: ask again from what is missing. Nothing
+ * else in flight would time out (everything is acknowledged), so without
+ * this the WQE would wait forever.
+ */
+static void answer_lost(struct hca_qp *qp, struct hca_swqe *w, uint32_t last)
+{
+	if (!w->psn_set || hca_psn_cmp(qp->acked_psn, last) < 0)
+		return;
+	qp->acked_psn = hca_psn_add(w->first_psn, (int32_t)w->rd_pkts - 1);
+	qp->rtt_sent_ns = 0;
+	rewind_to_head(qp);
+}
+
 /* Complete, in order, what the acknowledged PSN covers. */
 static void complete_acked(struct hca_qp *qp)
 {
@@ -416,8 +506,18 @@ static void complete_acked(struct hca_qp *qp)
 		struct hca_swqe *w = SQ_SLOT(qp, qp->sq_head);
 		uint32_t last = hca_psn_add(w->first_psn, (int32_t)w->npkts - 1);
 
-		if (needs_response(w) ? !w->done : hca_psn_cmp(last, qp->acked_psn) > 0)
+		if (needs_response(w)) {
+			if (!w->done) {
+				answer_lost(qp, w, last);
+				break;
+			}
+			/* its whole answer acknowledges it, whatever a stale
+			 * NAK took acked_psn back to */
+			if (hca_psn_cmp(last, qp->acked_psn) > 0)
+				qp->acked_psn = last;
+		} else if (hca_psn_cmp(last, qp->acked_psn) > 0) {
 			break;
+		}
 		if (w->wr.opcode != IBV_WR_RDMA_READ && needs_response(w)) {
 			struct iovec iov[HCA_MAX_SGE];
 			int n;
@@ -436,11 +536,15 @@ static void acked(struct hca_qp *qp, uint32_t psn)
 	if (hca_psn_cmp(psn, hca_psn_add(qp->psn, -1)) > 0)
 		return;
 	if (hca_psn_cmp(psn, qp->acked_psn) > 0) {
+		uint64_t now = hca_now_ns();
+
 		if (window(qp) < HCA_UDP_WINDOW)
 			qp->cwnd++;
 		qp->nak_stall = 0;
 		qp->acked_psn = psn;
-		qp->last_progress_ns = hca_now_ns();
+		rtt_sample(qp, psn, now);
+		qp->last_progress_ns = now;
+		qp->probes = 0;
 		qp->retry_left = qp->attr->retry_cnt;
 		qp->rnr_left = qp->attr->rnr_retry;
 	}
@@ -487,6 +591,22 @@ static const enum ibv_wc_status nak_wc[] = {
 	[HCA_NAK_INV_RD_REQ] = IBV_WC_REM_INV_RD_REQ_ERR,
 };
 
+/*
+ * A sequence NAK: go back to its PSN. A repeat of the NAK just acted on,
+ * within a round trip, answers packets sent before that go-back: going
+ * back again would only send the same packets twice.
+ */
+static void nak_seq(struct hca_qp *qp, uint32_t psn)
+{
+	uint64_t now = hca_now_ns();
+
+	if (psn == qp->goback_psn && now - qp->goback_ns < qp->srtt_ns)
+		return;
+	qp->goback_psn = psn;
+	qp->goback_ns = now;
+	go_back(qp);
+}
+
 static void nak(struct hca_qp *qp, const struct hca_wire_hdr *h)
 {
 	uint8_t kind = hca_aeth_kind(h->syndrome), v = hca_aeth_value(h->syndrome);
@@ -531,11 +651,13 @@ static void nak(struct hca_qp *qp, const struct hca_wire_hdr *h)
 			hca_req_fail_head(qp, SQ_SLOT(qp, qp->sq_head), IBV_WC_RNR_RETRY_EXC_ERR);
 			return;
 		}
+		/* an answer: the ACK timer starts again after the RNR wait */
 		qp->rnr_until_ns = hca_now_ns() + hca_rnr_timer_us[v & 31] * 1000ULL;
+		qp->last_progress_ns = qp->rnr_until_ns;
+		qp->probes = 0;
 		rewind_to_head(qp);
 	} else if (v == HCA_NAK_PSN_SEQ_ERR) {
-		window_shrink(qp);
-		rewind_to_head(qp);
+		nak_seq(qp, h->psn);
 	} else if (wqe_of_psn(qp, h->psn, &idx) && idx == qp->sq_head) {
 		hca_req_fail_head(qp, SQ_SLOT(qp, qp->sq_head),
 				  v < 5 && nak_wc[v] ? nak_wc[v] : IBV_WC_REM_OP_ERR);

@@ -132,6 +132,41 @@ static void build_msg(struct hca_qp *qp, const struct hca_wire_hdr *first,
 	m->len = (uint32_t)qp->rlen;
 }
 
+static void nak_for(struct hca_qp *qp, uint32_t saddr, uint32_t psn,
+		    enum hca_resp_status st)
+{
+	uint8_t code = st == HCA_RESP_NAK_ACCESS ? HCA_NAK_REM_ACCESS :
+		       st == HCA_RESP_NAK_OP ? HCA_NAK_REM_OP : HCA_NAK_INV_REQ;
+
+	send_ack(qp, saddr, psn, HCA_AETH_NAK, code);
+}
+
+static bool is_write(uint8_t opcode)
+{
+	enum ibv_wr_opcode op = wr_opcode_of(opcode & 0x1f);
+
+	return op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM;
+}
+
+/*
+ * The spec's length rules for a message being assembled (msg_hdr holds
+ * its first packet): FIRST and MIDDLE packets carry exactly one path MTU,
+ * LAST and ONLY at most one; a WRITE carries exactly its RETH's DMA
+ * length; no message exceeds the largest one. A breach is a malformed
+ * request, not a reason to buffer without bound.
+ */
+static bool length_ok(struct hca_qp *qp, uint8_t pos, size_t plen)
+{
+	uint64_t total = qp->rlen + plen, mtu = hca_path_mtu_bytes(qp);
+	bool write = is_write(qp->msg_hdr.opcode);
+
+	if (is_last(pos) ? plen > mtu : plen != mtu)
+		return false;
+	if (total > (write ? qp->msg_hdr.dmalen : HCA_MAX_MSG_SIZE))
+		return false;
+	return !is_last(pos) || !write || total == qp->msg_hdr.dmalen;
+}
+
 /* ---- READ: execute, then answer in MTU-sized response packets ---- */
 
 /*
@@ -144,6 +179,7 @@ static void read_respond(struct hca_qp *qp, const struct hca_wire_hdr *h, uint32
 {
 	uint32_t mtu = hca_path_mtu_bytes(qp), n = h->dmalen ? (h->dmalen + mtu - 1) / mtu : 1;
 	uint8_t tr = hca_wire_transport(qp->type), buf[4096];
+	enum hca_resp_status st;
 	struct hca_msg m;
 	struct iovec iov;
 
@@ -151,25 +187,38 @@ static void read_respond(struct hca_qp *qp, const struct hca_wire_hdr *h, uint32
 		send_ack(qp, saddr, h->psn, HCA_AETH_NAK, HCA_NAK_INV_REQ);
 		return;
 	}
+	/* the whole range first: a READ that is partly out of bounds is
+	 * refused before any of its data leaves */
+	build_msg(qp, h, h, saddr, &m, &iov);
+	m.iovcnt = 0;
+	m.len = h->dmalen;
+	m.range_only = true;
+	st = hca_resp_execute(qp->dev, &m);
+	if (st != HCA_RESP_ACK) {
+		if (st != HCA_RESP_DROP)
+			nak_for(qp, saddr, h->psn, st);
+		return;
+	}
 	for (uint32_t i = 0; i < n; i++) {
 		struct hca_wire_hdr r = { .psn = hca_psn_add(h->psn, (int32_t)i), .msn = qp->msn,
 					  .syndrome = hca_aeth_make(HCA_AETH_ACK,
 								    HCA_AETH_CREDIT_INVALID) };
 		size_t plen = i + 1 < n ? mtu : h->dmalen - (uint64_t)i * mtu;
-		enum hca_resp_status st;
 
 		if (!h->dmalen)
 			plen = 0;
 		build_msg(qp, h, h, saddr, &m, &iov);
 		m.raddr = h->va + (uint64_t)i * mtu;
+		m.uncounted = true;
 		iov.iov_base = buf;
 		iov.iov_len = plen;
 		m.iovcnt = plen ? 1 : 0;
 		m.len = (uint32_t)plen;
 		st = hca_resp_execute(qp->dev, &m);
 		if (st != HCA_RESP_ACK) {
-			send_ack(qp, saddr, r.psn, HCA_AETH_NAK, st == HCA_RESP_NAK_ACCESS ?
-				 HCA_NAK_REM_ACCESS : HCA_NAK_INV_REQ);
+			/* the memory went away in between (deregistered) */
+			if (st != HCA_RESP_DROP)
+				nak_for(qp, saddr, r.psn, st);
 			return;
 		}
 		r.opcode = tr | (n == 1 ? HCA_WOP_READ_RESPONSE_ONLY :
@@ -203,15 +252,6 @@ static void atomic_ack(struct hca_qp *qp, uint32_t saddr, uint32_t psn, uint64_t
 }
 
 /* ---- the reliable responder ---- */
-
-static void nak_for(struct hca_qp *qp, uint32_t saddr, uint32_t psn,
-		    enum hca_resp_status st)
-{
-	uint8_t code = st == HCA_RESP_NAK_ACCESS ? HCA_NAK_REM_ACCESS :
-		       st == HCA_RESP_NAK_OP ? HCA_NAK_REM_OP : HCA_NAK_INV_REQ;
-
-	send_ack(qp, saddr, psn, HCA_AETH_NAK, code);
-}
 
 /* The last packet of a message: execute it, answer. */
 static void execute_last(struct hca_qp *qp, const struct hca_wire_hdr *h, uint32_t saddr)
@@ -281,7 +321,10 @@ static void reliable_rx(struct hca_qp *qp, const struct hca_wire_hdr *h,
 	}
 	if (d > 0) {
 		HCA_COUNT_DROP(qp->ent, HCA_DROP_PSN);
-		if (!qp->nak_sent)
+		/* one NAK per gap, as the spec says; and again to a packet
+		 * that asks for an answer, since that NAK may have been lost
+		 * (the requester's early go-back asks so) */
+		if (!qp->nak_sent || h->ackreq)
 			send_ack(qp, saddr, qp->epsn, HCA_AETH_NAK, HCA_NAK_PSN_SEQ_ERR);
 		qp->nak_sent = true;
 		return;
@@ -302,6 +345,12 @@ static void reliable_rx(struct hca_qp *qp, const struct hca_wire_hdr *h,
 		qp->rlen = 0;
 	} else if (!qp->in_msg) {
 		nak_for(qp, saddr, h->psn, HCA_RESP_NAK_INV); /* a MIDDLE out of nowhere */
+		return;
+	}
+	if (!length_ok(qp, oi->pos, plen)) {
+		HCA_COUNT_DROP(qp->ent, HCA_DROP_LENGTH);
+		qp->in_msg = false;
+		nak_for(qp, saddr, h->psn, HCA_RESP_NAK_INV);
 		return;
 	}
 	qp->epsn = hca_psn_add(qp->epsn, 1);
@@ -331,6 +380,11 @@ static void uc_rx(struct hca_qp *qp, const struct hca_wire_hdr *h, const uint8_t
 		return;
 	}
 	qp->epsn = hca_psn_add(h->psn, 1);
+	if (!length_ok(qp, oi->pos, plen)) {
+		HCA_COUNT_DROP(qp->ent, HCA_DROP_LENGTH);
+		qp->in_msg = false;
+		return;
+	}
 	if (gather_msg(qp, pl, plen)) {
 		qp->in_msg = false;
 		return;

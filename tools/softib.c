@@ -789,7 +789,7 @@ static const struct col cnt_cols[] = {
 	{ "RETRANS", true }, { "NAK_TX", true }, { "NAK_RX", true },
 	{ "RNR_TX", true }, { "RNR_RX", true }, { "D_QKEY", true },
 	{ "D_PSN", true }, { "D_ACCESS", true }, { "D_NOWQE", true },
-	{ "D_STATE", true },
+	{ "D_STATE", true }, { "D_LEN", true },
 };
 
 #define U64(x) ((unsigned long long)atomic_load(&(x)))

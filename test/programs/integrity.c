@@ -2,7 +2,7 @@
  * integrity: data-integrity stress of the verbs data path.
  *
  *   integrity [-p procs] [-q qps_per_proc] [-n messages] [-s seed]
- *             [-t rc|uc|ud|all] [-d dev]
+ *             [-t rc|uc|ud|all] [-d dev] [-T timeout]
  *
  * A server process and `procs` forked client processes.  Every client opens
  * `qps_per_proc` QPs of each chosen transport, each connected to a QP of its
@@ -198,6 +198,7 @@ struct params {
 	int types[Q_NTYPES];
 	const char *dev;
 	uint32_t mtu;            /* UD payload limit, from the server */
+	uint8_t timeout;         /* RC ACK timeout (4.096 us * 2^timeout) */
 };
 
 static struct params P;
@@ -756,7 +757,7 @@ static void connect_qp(struct ibv_qp *qp, int type, uint32_t dqpn,
 	a.sq_psn = sq_psn;
 	mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
 	if (type == Q_RC) {
-		a.timeout = 14;
+		a.timeout = P.timeout;
 		a.retry_cnt = 7;
 		a.rnr_retry = 7;
 		a.max_rd_atomic = 16;
@@ -2048,8 +2049,9 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: integrity [-p procs] [-q qps_per_proc] [-n messages] "
-		"[-s seed] [-t rc|uc|ud|all] [-d dev]\n"
-		"  defaults: -p 4 -q 2 -n 100000 -s 1 -t all -d softib0\n");
+		"[-s seed] [-t rc|uc|ud|all] [-d dev] [-T timeout]\n"
+		"  defaults: -p 4 -q 2 -n 100000 -s 1 -t all -d softib0 -T 14\n"
+		"  -T: the RC QPs' ACK timeout exponent (4.096 us * 2^T)\n");
 	exit(2);
 }
 
@@ -2061,8 +2063,9 @@ int main(int argc, char **argv)
 
 	P = (struct params){ .procs = 4, .qps = 2, .messages = 100000,
 			     .seed = 1, .ntypes = 3,
-			     .types = { Q_RC, Q_UC, Q_UD }, .dev = "softib0" };
-	while ((c = getopt(argc, argv, "p:q:n:s:t:d:h")) != -1) {
+			     .types = { Q_RC, Q_UC, Q_UD }, .dev = "softib0",
+			     .timeout = 14 };
+	while ((c = getopt(argc, argv, "p:q:n:s:t:d:T:h")) != -1) {
 		char *end;
 
 		switch (c) {
@@ -2101,6 +2104,12 @@ int main(int argc, char **argv)
 			break;
 		case 'd':
 			P.dev = optarg;
+			break;
+		case 'T':
+			c = atoi(optarg);
+			if (c < 0 || c > 31)
+				die("-T must be 0..31");
+			P.timeout = (uint8_t)c;
 			break;
 		default:
 			usage();
