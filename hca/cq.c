@@ -242,5 +242,7 @@ int hca_cq_poll(struct hca_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts)
 		got++;
 	}
 	pthread_mutex_unlock(&cq->poll_lock);
+	if (!got) /* nothing new for the application: owed ACKs go now */
+		hca_link_acks_flush(dev, false);
 	return got;
 }

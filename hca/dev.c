@@ -429,6 +429,7 @@ static void *progress_main(void *arg)
 					continue;
 				scan_members(dev);
 				hca_link_tick(dev);
+				hca_link_acks_flush(dev, true);
 				if (dev->link_paused)
 					link_rearm(dev);
 				hca_dev_run_waiting(dev);

@@ -35,6 +35,9 @@ struct hca_peer {
 /* Largest datagram: BTH + headers + a 4096-byte MTU payload + ICRC. */
 #define HCA_PKT_MAX 4224
 
+/* QPs whose end-of-message ACK may wait for the application's next move. */
+#define HCA_OWED_MAX 64
+
 /* The UDP link of this process (link_udp.c). */
 struct hca_link {
 	int fd;                 /* bound to port base + our slot */
@@ -51,6 +54,9 @@ struct hca_link {
 	uint16_t held_port;
 	uint64_t held_ns;
 	struct hca_link_counters *cnt;  /* in our process slot: softib shows them */
+	/* QPs owing a deferred ACK (udp_resp.c), under rx_lock */
+	struct hca_qp *owed[HCA_OWED_MAX];
+	int nowed;
 };
 
 struct hca_dev {
@@ -184,6 +190,7 @@ struct hca_swqe {
 	uint32_t first_psn, npkts;
 	uint32_t sent;              /* request packets sent in this pass */
 	uint32_t rd_pkts;           /* READ response packets received */
+	uint32_t reasks;            /* asked again, nothing more arriving */
 	uint64_t rd_bytes;
 	uint64_t atomic_orig;
 };
@@ -251,6 +258,11 @@ struct hca_qp {
 	struct hca_wire_hdr msg_hdr;  /* its first packet's headers */
 	uint8_t *rbuf;
 	size_t rlen, rcap;
+	/* a deferred ACK: HCA_ACK_OWED | msn << 24 | psn, or 0 (any thread
+	 * may send it: whoever swaps it out) */
+	_Atomic uint64_t ack_owed;
+	uint32_t ack_daddr;
+	bool ack_listed;            /* on link.owed (rx_lock) */
 	uint8_t *rdbuf;             /* READ responses are built here */
 	size_t rdcap;
 	struct { uint32_t psn; uint64_t orig; bool valid; } replay[16];
@@ -393,6 +405,10 @@ void hca_udp_req_rx(struct hca_qp *qp, const struct hca_wire_hdr *h,
 void hca_udp_resp_rx(struct hca_qp *qp, const struct hca_wire_hdr *h,
 		     const uint8_t *pl, size_t plen, uint32_t saddr);
 void hca_udp_sq_progress(struct hca_qp *qp);
+void hca_udp_ack_flush(struct hca_qp *qp);
+void hca_link_acks_flush(struct hca_dev *dev, bool wait);
+void hca_link_acks_flush_locked(struct hca_dev *dev);
+void hca_link_forget(struct hca_dev *dev, struct hca_qp *qp);
 enum hca_resp_status hca_udp_send_ud(struct hca_qp *qp, struct hca_swqe *w,
 				     struct hca_msg *m, uint32_t daddr);
 void hca_udp_path_set(struct hca_qp *qp);

@@ -105,6 +105,7 @@ void hca_link_fini(struct hca_dev *dev)
 {
 	struct hca_link *l = &dev->link;
 
+	hca_link_acks_flush(dev, true);
 	if (l->fd >= 0)
 		close(l->fd);
 	if (l->fault)
@@ -292,6 +293,8 @@ void hca_link_rx(struct hca_dev *dev, bool wait)
 			break;
 		dispatch(dev, buf, (size_t)r, ntohl(from.sin_addr.s_addr));
 	}
+	if (wait) /* the progress thread: no application to go first */
+		hca_link_acks_flush_locked(dev);
 	pthread_mutex_unlock(&l->rx_lock);
 }
 

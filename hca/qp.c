@@ -350,6 +350,7 @@ static void qp_reset(struct hca_qp *qp)
 	qp->in_msg = qp->nak_sent = false;
 	qp->rlen = 0;
 	qp->msn = 0;
+	atomic_store(&qp->ack_owed, 0);
 	memset(qp->replay, 0, sizeof(qp->replay));
 	pthread_mutex_unlock(&qp->resp_lock);
 	if (qp->rq)
@@ -594,6 +595,10 @@ int hca_qp_destroy(struct hca_qp *qp)
 
 	if (qp->mcast_count)
 		return EBUSY; /* ibv_destroy_qp(3): attached to a multicast group */
+	/* its owed ACK goes while its directory entry (the path) is there */
+	pthread_mutex_lock(&dev->link.rx_lock);
+	hca_udp_ack_flush(qp);
+	pthread_mutex_unlock(&dev->link.rx_lock);
 	if (qp->type == IBV_QPT_XRC_RECV) {
 		xrc_target_release(qp);
 	} else {
@@ -602,10 +607,11 @@ int hca_qp_destroy(struct hca_qp *qp)
 		hca_qp_ent_free(seg, qp->ent, qp->rq_size);
 		dev->qp_tab[qp->idx] = NULL;
 		hca_seg_unlock(seg);
-		/* a packet being handled for it finishes before it goes */
-		pthread_mutex_lock(&dev->link.rx_lock);
-		pthread_mutex_unlock(&dev->link.rx_lock);
 	}
+	/* a packet being handled for it finishes before it goes */
+	pthread_mutex_lock(&dev->link.rx_lock);
+	hca_link_forget(dev, qp);
+	pthread_mutex_unlock(&dev->link.rx_lock);
 	qp_refs(qp, -1);
 	qp_free_private(qp);
 	return 0;

@@ -335,7 +335,8 @@ static uint64_t spec_timeout_ns(struct hca_qp *qp)
  * timeouts). So the requester also goes back once a few measured round
  * trips pass without progress, doubling that wait each time. Such a go
  * back costs no retry: only the spec's timer counts against retry_cnt,
- * so a dead peer is declared exactly when the spec says.
+ * so a dead peer is declared exactly when the spec says. With timeout 0
+ * (the spec's infinite timer) nothing is sent again on time alone.
  */
 #define HCA_PROBE_MIN_NS 200000ULL
 
@@ -397,7 +398,7 @@ static bool check_timeout(struct hca_qp *qp, uint64_t now)
 		}
 		qp->last_progress_ns = now;
 		go_back(qp);
-	} else if (now >= probe_due_ns(qp)) {
+	} else if (spec && now >= probe_due_ns(qp)) {
 		qp->last_probe_ns = now;
 		qp->probes++;
 		go_back(qp);
@@ -413,7 +414,8 @@ static void arm_timer(struct hca_qp *qp, uint64_t now)
 	if (qp->rnr_until_ns > now) {
 		when = qp->rnr_until_ns;
 	} else if (in_flight(qp)) {
-		when = probe_due_ns(qp);
+		/* timeout 0: the spec's infinite timer, and no early go-back */
+		when = spec ? probe_due_ns(qp) : qp->last_progress_ns + 200000000ULL;
 		if (spec && qp->last_progress_ns + spec < when)
 			when = qp->last_progress_ns + spec;
 	}
@@ -458,6 +460,9 @@ void hca_udp_sq_progress(struct hca_qp *qp)
 		complete_sent_uc(qp);
 	else
 		arm_timer(qp, now);
+	/* an ACK this QP's responder owes goes after what we just sent */
+	if (atomic_load_explicit(&qp->ack_owed, memory_order_relaxed))
+		hca_udp_ack_flush(qp);
 }
 
 /* ---- answers from the responder ---- */
@@ -494,6 +499,12 @@ static void answer_lost(struct hca_qp *qp, struct hca_swqe *w, uint32_t last)
 {
 	if (!w->psn_set || hca_psn_cmp(qp->acked_psn, last) < 0)
 		return;
+	/* a responder that ACKs past it and never answers it (it never saw
+	 * the request: a forged or broken stream) must not be asked forever */
+	if (++w->reasks > HCA_NAK_STALL_MAX) {
+		hca_req_fail_head(qp, w, IBV_WC_RETRY_EXC_ERR);
+		return;
+	}
 	qp->acked_psn = hca_psn_add(w->first_psn, (int32_t)w->rd_pkts - 1);
 	qp->rtt_sent_ns = 0;
 	rewind_to_head(qp);
@@ -579,6 +590,7 @@ static void read_response(struct hca_qp *qp, const struct hca_wire_hdr *h,
 		w->rd_bytes += take;
 	}
 	w->rd_pkts++;
+	w->reasks = 0;
 	if (w->rd_pkts == w->npkts)
 		w->done = true;
 	acked(qp, h->psn);
