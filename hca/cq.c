@@ -168,6 +168,10 @@ int hca_cq_arm(struct hca_cq *cq, int solicited_only)
 
 	if (cur != 1)
 		atomic_store(&cq->ent->armed, want);
+	/* the application is going to sleep: the progress thread takes the
+	 * UDP socket now, not after a busy poller's grace */
+	if (atomic_load_explicit(&cq->ctx->dev->udp_qps, memory_order_relaxed))
+		hca_dev_link_handover(cq->ctx->dev);
 	return 0;
 }
 
@@ -227,11 +231,25 @@ int hca_cq_poll(struct hca_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts)
 		errno = EINVAL;
 		return -1;
 	}
-	/* requests held back by RNR or retry timers make progress here too,
-	 * and a busy poller reads its own UDP answers without a thread hop */
-	hca_dev_run_waiting(dev);
+	/*
+	 * Requests held back by RNR or retry timers make progress here too
+	 * (every 16th poll: the progress thread runs them on time anyway),
+	 * and a busy poller reads its own UDP answers without a thread hop.
+	 * The clock is read once in 64 polls: a busy loop of polls is what
+	 * the ping-pong latency is made of.
+	 */
+	uint32_t k = atomic_load_explicit(&dev->polls, memory_order_relaxed) + 1;
+
+	atomic_store_explicit(&dev->polls, k, memory_order_relaxed);
+	if (!(k & 15))
+		hca_dev_run_waiting(dev);
 	if (atomic_load_explicit(&dev->udp_qps, memory_order_relaxed)) {
-		atomic_store_explicit(&dev->poll_ns, hca_now_ns(), memory_order_relaxed);
+		/* the polls right after arming a CQ are the application's
+		 * last look before it sleeps: they do not make it a poller */
+		if (!(k & 63) && k - atomic_load_explicit(&dev->polls_at_arm,
+							  memory_order_relaxed) > 64)
+			atomic_store_explicit(&dev->poll_ns, hca_now_ns(),
+					      memory_order_relaxed);
 		hca_link_rx(dev, false);
 	}
 	pthread_mutex_lock(&cq->poll_lock);

@@ -22,6 +22,7 @@
 
 #define HCA_PERIOD_NS (200ULL * 1000000ULL) /* membership re-check */
 #define HCA_POLL_GRACE_NS 200000ULL /* a poller this recent reads the socket */
+#define HCA_POLL_RECHECK_NS 500000ULL /* ... and is looked at again after this */
 
 static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct hca_dev *the_dev;
@@ -264,6 +265,17 @@ static void timer_arm(struct hca_dev *dev, uint64_t when, uint64_t now)
 	timerfd_settime(dev->timer_fd, 0, &its, NULL);
 }
 
+/*
+ * The application busy-polls and the progress thread has left the socket
+ * to it: the poller also runs the waiting list (hca_cq_poll), so the
+ * thread need not wake for its timers — every wake of it takes the CPU
+ * from a poller of this 2-core world for a few microseconds.
+ */
+static bool poller_busy(struct hca_dev *dev, uint64_t now)
+{
+	return dev->link_paused && now - atomic_load(&dev->poll_ns) < HCA_POLL_GRACE_NS;
+}
+
 void hca_dev_wait_add(struct hca_dev *dev, struct hca_qp *qp)
 {
 	uint64_t now = hca_now_ns(), when = qp->wait_until_ns;
@@ -276,7 +288,8 @@ void hca_dev_wait_add(struct hca_dev *dev, struct hca_qp *qp)
 	}
 	if (when < atomic_load(&dev->next_wake_ns) || !atomic_load(&dev->next_wake_ns)) {
 		atomic_store(&dev->next_wake_ns, when);
-		timer_arm(dev, when, now);
+		if (!poller_busy(dev, now))
+			timer_arm(dev, when, now);
 	}
 	pthread_mutex_unlock(&dev->lock);
 }
@@ -305,8 +318,11 @@ void hca_dev_run_waiting(struct hca_dev *dev)
 		}
 	}
 	atomic_store(&dev->next_wake_ns, next);
-	/* never later than the look the paused link socket is owed */
-	if (dev->link_paused && (!next || next > now + HCA_POLL_GRACE_NS))
+	/* never later than the look the paused link socket is owed; while
+	 * the poller is busy, it runs the list itself */
+	if (poller_busy(dev, now))
+		next = now + HCA_POLL_RECHECK_NS;
+	else if (dev->link_paused && (!next || next > now + HCA_POLL_GRACE_NS))
 		next = now + HCA_POLL_GRACE_NS;
 	if (next)
 		timer_arm(dev, next, now);
@@ -401,6 +417,33 @@ static void link_wake(struct hca_dev *dev)
 	link_rearm(dev);
 }
 
+/* The application will block (it armed a CQ): the socket is the thread's. */
+void hca_dev_link_handover(struct hca_dev *dev)
+{
+	atomic_store(&dev->polls_at_arm, atomic_load(&dev->polls));
+	atomic_store(&dev->poll_ns, 0);
+	if (dev->link.fd >= 0 && dev->progress_started)
+		link_rearm(dev);
+}
+
+/*
+ * The timer, while the socket is left to a poller: a poller still busy
+ * keeps it for another grace (one wake per grace, not two); otherwise the
+ * thread watches the socket again.
+ */
+static void link_paused_tick(struct hca_dev *dev)
+{
+	uint64_t now = hca_now_ns();
+
+	if (now - atomic_load(&dev->poll_ns) < HCA_POLL_GRACE_NS) {
+		pthread_mutex_lock(&dev->lock);
+		timer_arm(dev, now + HCA_POLL_RECHECK_NS, now);
+		pthread_mutex_unlock(&dev->lock);
+		return;
+	}
+	link_rearm(dev);
+}
+
 static void drain_doorbell(struct hca_dev *dev)
 {
 	struct hca_db_msg m;
@@ -431,7 +474,7 @@ static void *progress_main(void *arg)
 				hca_link_tick(dev);
 				hca_link_acks_flush(dev, true);
 				if (dev->link_paused)
-					link_rearm(dev);
+					link_paused_tick(dev);
 				hca_dev_run_waiting(dev);
 			} else if (tag == 3) {
 				link_wake(dev);
@@ -467,6 +510,7 @@ static int progress_start(struct hca_dev *dev)
 	timerfd_settime(dev->timer_fd, 0, &its, NULL);
 	if (pthread_create(&dev->progress, NULL, progress_main, dev))
 		return EAGAIN;
+	pthread_setname_np(dev->progress, "softib-progress"); /* top -H, perf */
 	dev->progress_started = true;
 	return 0;
 }

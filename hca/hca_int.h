@@ -35,6 +35,9 @@ struct hca_peer {
 /* Largest datagram: BTH + headers + a 4096-byte MTU payload + ICRC. */
 #define HCA_PKT_MAX 4224
 
+/* Connected sending sockets, one per peer process (link_peers.c). */
+#define HCA_LINK_PEERS 256
+
 /* QPs whose end-of-message ACK may wait for the application's next move. */
 #define HCA_OWED_MAX 64
 
@@ -54,6 +57,9 @@ struct hca_link {
 	uint16_t held_port;
 	uint64_t held_ns;
 	struct hca_link_counters *cnt;  /* in our process slot: softib shows them */
+	struct { uint32_t daddr; uint16_t dport; int fd; } peers[HCA_LINK_PEERS];
+	_Atomic int npeers;
+	pthread_mutex_t peers_lock;
 	/* QPs owing a deferred ACK (udp_resp.c), under rx_lock */
 	struct hca_qp *owed[HCA_OWED_MAX];
 	int nowed;
@@ -90,7 +96,10 @@ struct hca_dev {
 	struct hca_ctx *ctxs;
 	struct hca_link link;
 	_Atomic int udp_qps;    /* QPs whose path is the UDP link: poll reads it */
-	_Atomic uint64_t poll_ns;  /* when a CQ poll last read the link */
+	_Atomic uint64_t poll_ns;  /* when a CQ poll last read the link (0:
+				    * the application is going to sleep) */
+	_Atomic uint32_t polls;    /* CQ polls, counted without a lock */
+	_Atomic uint32_t polls_at_arm; /* ... when a CQ was last armed */
 	bool link_paused;       /* progress thread leaves the socket to pollers */
 };
 
@@ -409,6 +418,10 @@ void hca_udp_ack_flush(struct hca_qp *qp);
 void hca_link_acks_flush(struct hca_dev *dev, bool wait);
 void hca_link_acks_flush_locked(struct hca_dev *dev);
 void hca_link_forget(struct hca_dev *dev, struct hca_qp *qp);
+int hca_link_peer_fd(struct hca_link *l, uint32_t daddr, uint16_t dport);
+int hca_link_peer_send(int fd, const uint8_t *p, size_t len);
+void hca_link_peers_close(struct hca_link *l);
+void hca_dev_link_handover(struct hca_dev *dev);
 enum hca_resp_status hca_udp_send_ud(struct hca_qp *qp, struct hca_swqe *w,
 				     struct hca_msg *m, uint32_t daddr);
 void hca_udp_path_set(struct hca_qp *qp);
