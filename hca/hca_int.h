@@ -57,6 +57,7 @@ struct hca_link {
 	uint16_t held_port;
 	uint64_t held_ns;
 	struct hca_link_counters *cnt;  /* in our process slot: softib shows them */
+	bool no_gso;            /* the kernel refused UDP_SEGMENT */
 	struct { uint32_t daddr; uint16_t dport; int fd; } peers[HCA_LINK_PEERS];
 	_Atomic int npeers;
 	pthread_mutex_t peers_lock;
@@ -422,6 +423,22 @@ int hca_link_peer_fd(struct hca_link *l, uint32_t daddr, uint16_t dport);
 int hca_link_peer_send(int fd, const uint8_t *p, size_t len);
 void hca_link_peers_close(struct hca_link *l);
 void hca_dev_link_handover(struct hca_dev *dev);
+
+/* A run of equal packets for one peer, sent as one UDP GSO buffer
+ * (link_gso.c); its bytes live in a per-thread buffer until flushed. */
+struct hca_link_batch {
+	uint32_t daddr;
+	uint16_t dport;
+	size_t seg;
+	int n;
+};
+size_t hca_link_seal(struct hca_dev *dev, uint32_t daddr, uint8_t *pkt, size_t hdr_len,
+		     size_t plen, uint16_t *dport);
+void hca_link_send_sealed(struct hca_dev *dev, uint32_t daddr, uint16_t dport,
+			  uint8_t *pkt, size_t len);
+void hca_link_batch_add(struct hca_dev *dev, struct hca_link_batch *b, uint32_t daddr,
+			uint8_t *pkt, size_t hdr_len, size_t plen);
+void hca_link_batch_flush(struct hca_dev *dev, struct hca_link_batch *b);
 enum hca_resp_status hca_udp_send_ud(struct hca_qp *qp, struct hca_swqe *w,
 				     struct hca_msg *m, uint32_t daddr);
 void hca_udp_path_set(struct hca_qp *qp);

@@ -200,31 +200,51 @@ void hca_link_tick(struct hca_dev *dev)
 }
 
 /*
- * Seal (pad + ICRC) and send the packet whose headers and payload are in
- * pkt (hdr_len header bytes, plen payload bytes) to the process that owns
- * its destination QP on host daddr. The ICRC covers IP and UDP headers as
- * the receiver will rebuild them: see docs/wire.md.
+ * Seal (pad + ICRC) the packet whose headers and payload are in pkt
+ * (hdr_len header bytes, plen payload bytes), bound for the process that
+ * owns its destination QP on host daddr, and record it (SOFTIB_PCAP).
+ * The ICRC covers IP and UDP headers as the receiver will rebuild them:
+ * see docs/wire.md. Returns its length (0: it cannot be sent) and the
+ * UDP port it goes to.
  */
-int hca_link_send(struct hca_dev *dev, uint32_t daddr, uint8_t *pkt, size_t hdr_len,
-		  size_t plen)
+size_t hca_link_seal(struct hca_dev *dev, uint32_t daddr, uint8_t *pkt, size_t hdr_len,
+		     size_t plen, uint16_t *dport)
 {
 	struct hca_link *l = &dev->link;
-	uint16_t dport = qpn_port(l, hca_bth_dqpn(pkt));
 	struct hca_ip4udp ip = { .saddr = l->ip, .daddr = daddr, .sport = l->base,
 				 .dport = l->base };
-	size_t len;
+	size_t len = hca_wire_seal(pkt, &ip, hdr_len, plen);
 
-	if (l->fd < 0)
-		return ENETDOWN;
-	len = hca_wire_seal(pkt, &ip, hdr_len, plen);
-	if (!len)
-		return EINVAL;
-	if (l->pcap)
+	*dport = qpn_port(l, hca_bth_dqpn(pkt));
+	if (len && l->pcap)
 		hca_pcap_write(l->pcap, &ip, pkt, len);
+	return len;
+}
+
+/* A sealed packet onto the wire: through the fault injector, if any. */
+void hca_link_send_sealed(struct hca_dev *dev, uint32_t daddr, uint16_t dport,
+			  uint8_t *pkt, size_t len)
+{
+	struct hca_link *l = &dev->link;
+
 	if (l->fault)
 		send_faulty(l, daddr, dport, pkt, len);
 	else
 		send_raw(l, daddr, dport, pkt, len);
+}
+
+int hca_link_send(struct hca_dev *dev, uint32_t daddr, uint8_t *pkt, size_t hdr_len,
+		  size_t plen)
+{
+	uint16_t dport;
+	size_t len;
+
+	if (dev->link.fd < 0)
+		return ENETDOWN;
+	len = hca_link_seal(dev, daddr, pkt, hdr_len, plen, &dport);
+	if (!len)
+		return EINVAL;
+	hca_link_send_sealed(dev, daddr, dport, pkt, len);
 	return 0;
 }
 

@@ -172,6 +172,7 @@ static enum ibv_wc_status packetize(struct hca_qp *qp, struct hca_swqe *w,
 	uint8_t tr = hca_wire_transport(qp->type), pkt[HCA_PKT_MAX];
 	uint32_t mtu = hca_path_mtu_bytes(qp), n, end;
 	struct iovec iov[HCA_MAX_SGE];
+	struct hca_link_batch batch = { 0 };
 	struct hca_wire_hdr h;
 	enum ibv_wc_status st;
 	int niov;
@@ -199,8 +200,10 @@ static enum ibv_wc_status packetize(struct hca_qp *qp, struct hca_swqe *w,
 			   i % HCA_ACKREQ_EVERY == HCA_ACKREQ_EVERY - 1;
 		h.se = i + 1 == n && (w->wr.send_flags & IBV_SEND_SOLICITED);
 		hl = hca_wire_put_hdrs(pkt, sizeof(pkt), &h, plen);
-		if (!hl)
+		if (!hl) {
+			hca_link_batch_flush(qp->dev, &batch);
 			return IBV_WC_LOC_QP_OP_ERR;
+		}
 		gather(iov, niov, (uint64_t)i * mtu, pkt + hl, plen);
 		if (capture_only) {
 			hca_link_capture(qp->dev, qp->dev->link.ip, pkt, hl, plen);
@@ -216,8 +219,9 @@ static enum ibv_wc_status packetize(struct hca_qp *qp, struct hca_swqe *w,
 				qp->rtt_sent_ns = hca_now_ns();
 			}
 		}
-		hca_link_send(qp->dev, qp->udp_daddr, pkt, hl, plen);
+		hca_link_batch_add(qp->dev, &batch, qp->udp_daddr, pkt, hl, plen);
 	}
+	hca_link_batch_flush(qp->dev, &batch);
 	if (!capture_only) {
 		w->sent = end;
 		/* a READ's responses take the PSNs after its request */

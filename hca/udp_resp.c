@@ -24,8 +24,8 @@ static enum ibv_qp_type requester_type(enum ibv_qp_type t)
 	return t == IBV_QPT_XRC_RECV ? IBV_QPT_XRC_SEND : t;
 }
 
-static void send_answer(struct hca_qp *qp, uint32_t daddr, struct hca_wire_hdr *h,
-			const uint8_t *pl, size_t plen)
+static void send_answer_in(struct hca_qp *qp, uint32_t daddr, struct hca_wire_hdr *h,
+			   const uint8_t *pl, size_t plen, struct hca_link_batch *b)
 {
 	uint8_t pkt[HCA_PKT_MAX];
 	size_t hl;
@@ -38,7 +38,16 @@ static void send_answer(struct hca_qp *qp, uint32_t daddr, struct hca_wire_hdr *
 	if (plen)
 		memcpy(pkt + hl, pl, plen);
 	HCA_COUNT(qp->ent, tx_pkts);
-	hca_link_send(qp->dev, daddr, pkt, hl, plen);
+	if (b)
+		hca_link_batch_add(qp->dev, b, daddr, pkt, hl, plen);
+	else
+		hca_link_send(qp->dev, daddr, pkt, hl, plen);
+}
+
+static void send_answer(struct hca_qp *qp, uint32_t daddr, struct hca_wire_hdr *h,
+			const uint8_t *pl, size_t plen)
+{
+	send_answer_in(qp, daddr, h, pl, plen, NULL);
 }
 
 static void send_ack(struct hca_qp *qp, uint32_t daddr, uint32_t psn, uint8_t kind,
@@ -267,6 +276,7 @@ static void read_respond(struct hca_qp *qp, const struct hca_wire_hdr *h, uint32
 {
 	uint32_t mtu = hca_path_mtu_bytes(qp), n = h->dmalen ? (h->dmalen + mtu - 1) / mtu : 1;
 	uint8_t tr = hca_wire_transport(qp->type), buf[4096];
+	struct hca_link_batch batch = { 0 };
 	enum hca_resp_status st;
 	struct hca_msg m;
 	struct iovec iov;
@@ -305,6 +315,7 @@ static void read_respond(struct hca_qp *qp, const struct hca_wire_hdr *h, uint32
 		st = hca_resp_execute(qp->dev, &m);
 		if (st != HCA_RESP_ACK) {
 			/* the memory went away in between (deregistered) */
+			hca_link_batch_flush(qp->dev, &batch);
 			if (st != HCA_RESP_DROP)
 				nak_for(qp, saddr, r.psn, st);
 			return;
@@ -313,8 +324,9 @@ static void read_respond(struct hca_qp *qp, const struct hca_wire_hdr *h, uint32
 				 i == 0 ? HCA_WOP_READ_RESPONSE_FIRST :
 				 i + 1 < n ? HCA_WOP_READ_RESPONSE_MIDDLE :
 					     HCA_WOP_READ_RESPONSE_LAST);
-		send_answer(qp, saddr, &r, buf, plen);
+		send_answer_in(qp, saddr, &r, buf, plen, &batch);
 	}
+	hca_link_batch_flush(qp->dev, &batch);
 }
 
 /* ---- atomics: executed once; a duplicate gets the saved result ---- */
