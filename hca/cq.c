@@ -43,6 +43,7 @@ static int cq_publish(struct hca_dev *dev, struct hca_cq *cq, uint32_t cap)
 	e->owner_gen = dev->gen;
 	e->ring_off = off;
 	e->chan = cq->chan ? cq->chan->id : 0;
+	e->stamp = !!(cq->flags & HCA_CQ_TIMESTAMPS);
 	atomic_store(&e->armed, 0);
 	atomic_store(&e->overrun, 0);
 	cq->handle = seg->next_handle++;
@@ -185,11 +186,17 @@ int hca_cq_push(struct hca_dev *dev, uint32_t cq_idx, const struct hca_cqe *c,
 {
 	struct hca_cq_ent *e = hca_cq_ent(dev, cq_idx);
 	uint32_t handle, armed;
+	struct hca_cqe stamped;
 	struct hca_ring *r;
 
 	if (!e || !(handle = atomic_load_explicit(&e->handle, memory_order_acquire)))
 		return ENOENT;
 	r = hca_seg_ptr(dev->seg, e->ring_off);
+	if (e->stamp) { /* only then: a clock read per completion is not free */
+		stamped = *c;
+		stamped.ts = hca_now_ns();
+		c = &stamped;
+	}
 	if (atomic_load(&e->overrun) || hca_ring_push(r, c, sizeof(*c))) {
 		if (!atomic_exchange(&e->overrun, 1))
 			hca_raise_cq_event(dev, cq_idx, IBV_EVENT_CQ_ERR);

@@ -421,6 +421,9 @@ void hca_link_acks_flush_locked(struct hca_dev *dev);
 void hca_link_forget(struct hca_dev *dev, struct hca_qp *qp);
 int hca_link_peer_fd(struct hca_link *l, uint32_t daddr, uint16_t dport);
 int hca_link_peer_send(int fd, const uint8_t *p, size_t len);
+struct sockaddr_in;
+long hca_sys_send(int fd, const void *p, size_t len);
+long hca_sys_recvfrom(int fd, void *p, size_t len, struct sockaddr_in *from);
 void hca_link_peers_close(struct hca_link *l);
 void hca_dev_link_handover(struct hca_dev *dev);
 

@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "hca_int.h"
@@ -46,6 +47,25 @@ static int peer_socket(uint32_t daddr, uint16_t dport)
 		return -1;
 	}
 	return fd;
+}
+
+/*
+ * send() and recvfrom() straight to the kernel: libc's wrappers are
+ * thread-cancellation points, and entering and leaving that mode costs
+ * two atomic operations a call — measurable on the busy-poll path, which
+ * makes one such call per poll. softib's threads are never cancelled
+ * inside these calls.
+ */
+long hca_sys_send(int fd, const void *p, size_t len)
+{
+	return syscall(SYS_sendto, fd, p, len, MSG_DONTWAIT, NULL, 0);
+}
+
+long hca_sys_recvfrom(int fd, void *p, size_t len, struct sockaddr_in *from)
+{
+	socklen_t fl = sizeof(*from);
+
+	return syscall(SYS_recvfrom, fd, p, len, MSG_DONTWAIT, from, &fl);
 }
 
 /* The connected socket for (daddr, dport), made on first use; -1: none. */
@@ -81,10 +101,10 @@ int hca_link_peer_fd(struct hca_link *l, uint32_t daddr, uint16_t dport)
  */
 int hca_link_peer_send(int fd, const uint8_t *p, size_t len)
 {
-	ssize_t r = send(fd, p, len, MSG_DONTWAIT);
+	long r = hca_sys_send(fd, p, len);
 
 	if (r < 0 && errno == ECONNREFUSED)
-		r = send(fd, p, len, MSG_DONTWAIT);
+		r = hca_sys_send(fd, p, len);
 	return r < 0 ? -1 : 0;
 }
 

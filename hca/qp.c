@@ -289,7 +289,7 @@ static void push_flush(struct hca_qp *qp, struct hca_cq *cq, uint64_t wr_id,
 		       enum ibv_wc_opcode op)
 {
 	struct hca_cqe c = { .wr_id = wr_id, .status = IBV_WC_WR_FLUSH_ERR,
-			     .opcode = op, .qp_num = qp->qpn, .ts = hca_now_ns() };
+			     .opcode = op, .qp_num = qp->qpn };
 
 	hca_cq_push(qp->dev, cq->idx, &c, false);
 }

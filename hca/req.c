@@ -312,7 +312,6 @@ void hca_req_complete(struct hca_qp *qp, struct hca_swqe *w, enum ibv_wc_status 
 		return;
 	if (op && (op->flags & (HCA_OPF_READ | HCA_OPF_ATOMIC)))
 		c.byte_len = w->total_len;
-	c.ts = hca_now_ns();
 	hca_cq_push(qp->dev, qp->scq->idx, &c, false);
 }
 

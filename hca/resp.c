@@ -179,7 +179,7 @@ static void push_recv_cqe(struct resp_ctx *r, uint64_t wr_id, enum ibv_wc_status
 {
 	struct hca_cqe c = { .wr_id = wr_id, .status = st, .qp_num = r->qpn,
 			     .src_qp = r->m->src_qpn, .slid = r->m->slid,
-			     .byte_len = byte_len, .ts = hca_now_ns() };
+			     .byte_len = byte_len };
 
 	c.opcode = (r->op->flags & HCA_OPF_WRITE) ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV;
 	if (r->op->flags & HCA_OPF_IMM) {

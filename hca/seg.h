@@ -35,7 +35,7 @@
 #include "hca_limits.h"
 
 #define HCA_SEG_MAGIC   0x534f46544942ULL /* "SOFTIB" */
-#define HCA_SEG_VERSION 11
+#define HCA_SEG_VERSION 12
 #define HCA_HEAP_SIZE   (1ULL << 31)      /* sparse: tmpfs pages on touch */
 #define HCA_HEAP_MIN_ORDER 12
 #define HCA_HEAP_MAX_ORDER 31
@@ -125,6 +125,7 @@ struct hca_cq_ent {
 	_Atomic uint32_t armed;        /* 0, 1 = next, 2 = solicited only */
 	uint32_t chan;                 /* channel id in owner, 0 = none */
 	_Atomic uint32_t overrun;
+	uint32_t stamp;                /* completions carry a timestamp */
 };
 
 struct hca_srq_ent {

@@ -423,10 +423,13 @@ static void arm_timer(struct hca_qp *qp, uint64_t now)
 		if (spec && qp->last_progress_ns + spec < when)
 			when = qp->last_progress_ns + spec;
 	}
-	if (when) {
-		qp->wait_until_ns = when;
-		hca_dev_wait_add(qp->dev, qp); /* the UDP path reads its own timers */
-	}
+	/* already on the waiting list for no later: that look re-arms (a
+	 * racy read, but a QP being taken off the list is run right after,
+	 * under the send lock we hold) */
+	if (!when || (qp->waiting && qp->wait_until_ns <= when))
+		return;
+	qp->wait_until_ns = when;
+	hca_dev_wait_add(qp->dev, qp); /* the UDP path reads its own timers */
 }
 
 void hca_udp_sq_progress(struct hca_qp *qp)
