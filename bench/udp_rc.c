@@ -58,6 +58,7 @@ struct opts {
 	uint32_t lat_size;
 	uint32_t bw_size;
 	uint32_t iters;      /* ping-pongs */
+	uint32_t sig_every;  /* the ping-pong signals every this many sends */
 	uint32_t windows;
 	uint32_t window;
 	const char *dev;
@@ -99,6 +100,9 @@ struct rc {
 	uint64_t raddr;
 	uint32_t rkey;
 	uint32_t sq_out;     /* send WRs not yet retired */
+	uint32_t unsig;      /* unsignaled sends since the last signaled one */
+	uint32_t batch[SQ_DEPTH]; /* sends each signaled completion retires */
+	uint32_t batch_head, batch_tail;
 	uint64_t data_in;    /* receive completions: data messages */
 	uint64_t acks_in;    /* ... window answers */
 };
@@ -115,6 +119,8 @@ static void usage(void)
 		"  -s SIZE   ping-pong message size (default 8)\n"
 		"  -m SIZE   bandwidth message size (default 1m)\n"
 		"  -i ITERS  ping-pongs (default 10000)\n"
+		"  -S N      ping-pong: signal every Nth send (default 16, as\n"
+		"            perftest's CQ moderation; 1: every send)\n"
 		"  -n COUNT  bandwidth windows (default 8)\n"
 		"  -W COUNT  messages per window (default 64)\n"
 		"  -g INDEX  source GID index (default 0)\n"
@@ -140,9 +146,9 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 
 	*o = (struct opts){ .tests = T_LAT | T_BW, .port = DEFAULT_PORT,
 			    .lat_size = 8, .bw_size = 1u << 20,
-			    .iters = 10000, .windows = 8, .window = 64,
+			    .iters = 10000, .sig_every = 16, .windows = 8, .window = 64,
 			    .dev = "softib0" };
-	while ((c = getopt(argc, argv, "p:t:o:s:m:i:n:W:g:d:h")) != -1) {
+	while ((c = getopt(argc, argv, "p:t:o:s:m:i:S:n:W:g:d:h")) != -1) {
 		switch (c) {
 		case 'p':
 			o->port = (int)parse_in(optarg, 1, 65535, 'p');
@@ -175,6 +181,9 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'i':
 			o->iters = parse_in(optarg, 1, 100000000, 'i');
+			break;
+		case 'S':
+			o->sig_every = parse_in(optarg, 1, SQ_DEPTH / 2, 'S');
 			break;
 		case 'n':
 			o->windows = parse_in(optarg, 1, 1000000, 'n');
@@ -374,7 +383,7 @@ static int progress(struct rc *r)
 				r->data_in++;
 			post_recv(r);
 		} else {
-			r->sq_out--;
+			r->sq_out -= r->batch[r->batch_head++ % SQ_DEPTH];
 		}
 	}
 	return n;
@@ -415,10 +424,13 @@ static void wait_sq_room(struct rc *r, uint32_t room)
 	}
 }
 
-/* Every WR is signaled: the benchmark's cost of a completion is the
- * same on both links, and the send queue stays simple. */
+/*
+ * A send WR, signaled if `sig` or every o.sig_every-th: a signaled
+ * completion retires the unsignaled WRs before it too. A test ends on a
+ * signaled WR, so that its send queue drains.
+ */
 static void post(struct rc *r, enum ibv_wr_opcode op, uint32_t size,
-		 uint32_t imm)
+		 uint32_t imm, bool sig)
 {
 	struct ibv_sge sge = { .addr = (uintptr_t)r->buf, .length = size,
 			       .lkey = r->mr->lkey };
@@ -429,6 +441,13 @@ static void post(struct rc *r, enum ibv_wr_opcode op, uint32_t size,
 	int err;
 
 	wait_sq_room(r, 1);
+	r->unsig++;
+	if (sig || r->unsig >= r->o.sig_every) {
+		r->batch[r->batch_tail++ % SQ_DEPTH] = r->unsig;
+		r->unsig = 0;
+	} else {
+		wr.send_flags &= ~IBV_SEND_SIGNALED;
+	}
 	if (size && size <= r->max_inline)
 		wr.send_flags |= IBV_SEND_INLINE;
 	if (op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM) {
@@ -461,12 +480,13 @@ static void run_lat(struct rc *r)
 	bench_barrier(r->tcp);
 	for (uint32_t i = 0; i < iters + skip; i++) {
 		uint64_t t = bench_now_ns();
+		bool last = i + 1 == iters + skip;
 
 		if (client)
-			post(r, IBV_WR_SEND, r->o.lat_size, 0);
+			post(r, IBV_WR_SEND, r->o.lat_size, 0, last);
 		wait_for(r, &r->data_in, base + i + 1, "the peer's message");
 		if (!client)
-			post(r, IBV_WR_SEND, r->o.lat_size, 0);
+			post(r, IBV_WR_SEND, r->o.lat_size, 0, last);
 		if (client && i >= skip) {
 			rtt[i - skip] = bench_now_ns() - t;
 			sum += rtt[i - skip];
@@ -501,16 +521,16 @@ static void run_bw(struct rc *r)
 			wait_for(r, &r->data_in,
 				 data0 + (uint64_t)(i + 1) * (r->o.write ? 1 : w),
 				 "the peer's window");
-			post(r, IBV_WR_SEND_WITH_IMM, 0, ACK_IMM);
+			post(r, IBV_WR_SEND_WITH_IMM, 0, ACK_IMM, true);
 			continue;
 		}
 		for (uint32_t k = 0; k < w; k++) {
 			if (!r->o.write)
-				post(r, IBV_WR_SEND, size, 0);
+				post(r, IBV_WR_SEND, size, 0, true);
 			else if (k + 1 < w)
-				post(r, IBV_WR_RDMA_WRITE, size, 0);
+				post(r, IBV_WR_RDMA_WRITE, size, 0, true);
 			else
-				post(r, IBV_WR_RDMA_WRITE_WITH_IMM, size, 1);
+				post(r, IBV_WR_RDMA_WRITE_WITH_IMM, size, 1, true);
 		}
 		wait_for(r, &r->acks_in, acks0 + i + 1, "the peer's answer");
 	}

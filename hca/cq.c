@@ -248,15 +248,18 @@ int hca_cq_poll(struct hca_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts)
 	uint32_t k = atomic_load_explicit(&dev->polls, memory_order_relaxed) + 1;
 
 	atomic_store_explicit(&dev->polls, k, memory_order_relaxed);
-	if (!(k & 15))
+	if (!(k & 15)) {
 		hca_dev_run_waiting(dev);
+		hca_link_acks_flush(dev, false, HCA_ACKS_SWEEP);
+	}
 	if (atomic_load_explicit(&dev->udp_qps, memory_order_relaxed)) {
 		/* the polls right after arming a CQ are the application's
 		 * last look before it sleeps: they do not make it a poller */
 		if (!(k & 63) && k - atomic_load_explicit(&dev->polls_at_arm,
-							  memory_order_relaxed) > 64)
+							  memory_order_relaxed) > 64) {
 			atomic_store_explicit(&dev->poll_ns, hca_now_ns(),
 					      memory_order_relaxed);
+		}
 		hca_link_rx(dev, false);
 	}
 	pthread_mutex_lock(&cq->poll_lock);
@@ -268,6 +271,6 @@ int hca_cq_poll(struct hca_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts)
 	}
 	pthread_mutex_unlock(&cq->poll_lock);
 	if (!got) /* nothing new for the application: owed ACKs go now */
-		hca_link_acks_flush(dev, false);
+		hca_link_acks_flush(dev, false, HCA_ACKS_ASKED);
 	return got;
 }

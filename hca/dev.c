@@ -281,6 +281,10 @@ void hca_dev_wait_add(struct hca_dev *dev, struct hca_qp *qp)
 	uint64_t now = hca_now_ns(), when = qp->wait_until_ns;
 
 	pthread_mutex_lock(&dev->lock);
+	if (atomic_load(&qp->dying)) {
+		pthread_mutex_unlock(&dev->lock);
+		return;
+	}
 	if (!qp->waiting) {
 		qp->waiting = true;
 		qp->next_wait = dev->waiting;
@@ -417,13 +421,30 @@ static void link_wake(struct hca_dev *dev)
 	link_rearm(dev);
 }
 
+/*
+ * The thread watches for itself again: the timers a busy poller was
+ * running (hca_dev_wait_add armed none meanwhile) are its own again.
+ */
+static void timers_reclaim(struct hca_dev *dev)
+{
+	uint64_t now = hca_now_ns(), next;
+
+	pthread_mutex_lock(&dev->lock);
+	next = atomic_load(&dev->next_wake_ns);
+	if (next)
+		timer_arm(dev, next, now);
+	pthread_mutex_unlock(&dev->lock);
+}
+
 /* The application will block (it armed a CQ): the socket is the thread's. */
 void hca_dev_link_handover(struct hca_dev *dev)
 {
 	atomic_store(&dev->polls_at_arm, atomic_load(&dev->polls));
 	atomic_store(&dev->poll_ns, 0);
-	if (dev->link.fd >= 0 && dev->progress_started)
+	if (dev->link.fd >= 0 && dev->progress_started) {
 		link_rearm(dev);
+		timers_reclaim(dev);
+	}
 }
 
 /*
@@ -442,6 +463,7 @@ static void link_paused_tick(struct hca_dev *dev)
 		return;
 	}
 	link_rearm(dev);
+	timers_reclaim(dev);
 }
 
 static void drain_doorbell(struct hca_dev *dev)
@@ -472,7 +494,7 @@ static void *progress_main(void *arg)
 					continue;
 				scan_members(dev);
 				hca_link_tick(dev);
-				hca_link_acks_flush(dev, true);
+				hca_link_acks_flush(dev, true, HCA_ACKS_ALL);
 				if (dev->link_paused)
 					link_paused_tick(dev);
 				hca_dev_run_waiting(dev);
@@ -601,6 +623,19 @@ err:
 	dev_free(dev);
 	errno = rc;
 	return NULL;
+}
+
+/*
+ * A process that exits with its device open still pays the ACKs it owes
+ * (udp_ack.c): the messages they acknowledge were received, and without
+ * them the peers would retry into a process that is gone.
+ */
+__attribute__((destructor)) static void acks_at_exit(void)
+{
+	struct hca_dev *dev = the_dev;
+
+	if (dev && dev->pid == getpid())
+		hca_link_acks_flush(dev, true, HCA_ACKS_ALL);
 }
 
 /*

@@ -201,6 +201,7 @@ struct hca_swqe {
 	uint32_t sent;              /* request packets sent in this pass */
 	uint32_t rd_pkts;           /* READ response packets received */
 	uint32_t reasks;            /* asked again, nothing more arriving */
+	uint64_t reask_ns;          /* when last asked again */
 	uint64_t rd_bytes;
 	uint64_t atomic_orig;
 };
@@ -238,6 +239,7 @@ struct hca_qp {
 	struct hca_qp *next_wait;
 	bool sqd_event_due;
 	_Atomic int pin;            /* progress thread is running it */
+	_Atomic bool dying;         /* being destroyed: no list takes it */
 
 	/* UDP link, requester (sq_lock) */
 	bool udp;                   /* RC/UC/XRC path leads over UDP */
@@ -249,7 +251,8 @@ struct hca_qp {
 	uint32_t high_psn;          /* highest PSN ever sent: retransmissions */
 	uint32_t cwnd;              /* packets allowed in flight (loss-adaptive) */
 	uint32_t nak_stall;         /* NAKs in a row that moved nothing */
-	uint32_t acked_psn;
+	uint32_t acked_psn;         /* acknowledged, as far as sending goes */
+	uint32_t acked_high;        /* the highest PSN ever acknowledged */
 	uint64_t last_progress_ns;
 	uint64_t rnr_until_ns;
 	/* early retransmission (udp_req.c): the round trip, measured */
@@ -264,15 +267,17 @@ struct hca_qp {
 	pthread_mutex_t resp_lock;
 	uint32_t epsn, msn;
 	bool nak_sent, in_msg;
+	uint64_t nak_ns;            /* when the last sequence NAK went */
 	uint32_t msg_psn;           /* first PSN of the message being assembled */
 	struct hca_wire_hdr msg_hdr;  /* its first packet's headers */
 	uint8_t *rbuf;
 	size_t rlen, rcap;
-	/* a deferred ACK: HCA_ACK_OWED | msn << 24 | psn, or 0 (any thread
-	 * may send it: whoever swaps it out) */
+	/* a deferred ACK (udp_ack.c): flags | msn << 24 | psn, or 0 (any
+	 * thread may send it: whoever swaps it out) */
 	_Atomic uint64_t ack_owed;
 	uint32_t ack_daddr;
 	bool ack_listed;            /* on link.owed (rx_lock) */
+	uint8_t ack_age;            /* sweeps since it was owed (rx_lock) */
 	uint8_t *rdbuf;             /* READ responses are built here */
 	size_t rdcap;
 	struct { uint32_t psn; uint64_t orig; bool valid; } replay[16];
@@ -416,8 +421,18 @@ void hca_udp_resp_rx(struct hca_qp *qp, const struct hca_wire_hdr *h,
 		     const uint8_t *pl, size_t plen, uint32_t saddr);
 void hca_udp_sq_progress(struct hca_qp *qp);
 void hca_udp_ack_flush(struct hca_qp *qp);
-void hca_link_acks_flush(struct hca_dev *dev, bool wait);
-void hca_link_acks_flush_locked(struct hca_dev *dev);
+void hca_udp_ack_flush_asked(struct hca_qp *qp);
+/* Which owed ACKs a flush sends (udp_ack.c). */
+enum hca_ack_flush {
+	HCA_ACKS_ASKED,         /* those the requester asked for */
+	HCA_ACKS_SWEEP,         /* ... and those owed since the last sweep */
+	HCA_ACKS_ALL,
+};
+void hca_udp_ack_owe(struct hca_qp *qp, uint32_t daddr, uint32_t psn, bool asked);
+void hca_udp_send_answer(struct hca_qp *qp, uint32_t daddr, struct hca_wire_hdr *h,
+			 const uint8_t *pl, size_t plen);
+void hca_link_acks_flush(struct hca_dev *dev, bool wait, enum hca_ack_flush what);
+void hca_link_acks_flush_locked(struct hca_dev *dev, enum hca_ack_flush what);
 void hca_link_forget(struct hca_dev *dev, struct hca_qp *qp);
 int hca_link_peer_fd(struct hca_link *l, uint32_t daddr, uint16_t dport);
 int hca_link_peer_send(int fd, const uint8_t *p, size_t len);

@@ -106,7 +106,7 @@ void hca_link_fini(struct hca_dev *dev)
 {
 	struct hca_link *l = &dev->link;
 
-	hca_link_acks_flush(dev, true);
+	hca_link_acks_flush(dev, true, HCA_ACKS_ALL);
 	if (l->fd >= 0)
 		close(l->fd);
 	hca_link_peers_close(l);
@@ -346,7 +346,7 @@ void hca_link_rx(struct hca_dev *dev, bool wait)
 			break;
 	}
 	if (wait) /* the progress thread: no application to go first */
-		hca_link_acks_flush_locked(dev);
+		hca_link_acks_flush_locked(dev, HCA_ACKS_ALL);
 	pthread_mutex_unlock(&l->rx_lock);
 }
 

@@ -493,7 +493,7 @@ static int qp_modify(struct hca_qp *qp, struct ibv_qp_attr *a, int mask)
 		qp_path_set(qp);
 	if (next == IBV_QPS_RTS && cur == IBV_QPS_RTR) {
 		qp->psn = qp->send_psn = qp->attr->sq_psn;
-		qp->acked_psn = qp->high_psn = (qp->psn - 1) & 0xffffff;
+		qp->acked_psn = qp->acked_high = qp->high_psn = (qp->psn - 1) & 0xffffff;
 	}
 	qp->attr->qp_state = next;
 	atomic_store(&qp->ent->state, next);
@@ -588,6 +588,21 @@ static void xrc_target_release(struct hca_qp *qp)
 	hca_seg_unlock(dev->seg);
 }
 
+/*
+ * A packet being handled for the QP finishes first (the link's receive
+ * lock); its owed ACK goes while its directory entry (the path) is there
+ * (pay) — what it acknowledges was received, and the peer must not retry
+ * it into a QP that is gone — and it leaves the owed list.
+ */
+static void qp_link_barrier(struct hca_dev *dev, struct hca_qp *qp, bool pay)
+{
+	pthread_mutex_lock(&dev->link.rx_lock);
+	if (pay)
+		hca_udp_ack_flush(qp);
+	hca_link_forget(dev, qp);
+	pthread_mutex_unlock(&dev->link.rx_lock);
+}
+
 int hca_qp_destroy(struct hca_qp *qp)
 {
 	struct hca_dev *dev = qp->dev;
@@ -595,23 +610,24 @@ int hca_qp_destroy(struct hca_qp *qp)
 
 	if (qp->mcast_count)
 		return EBUSY; /* ibv_destroy_qp(3): attached to a multicast group */
-	/* its owed ACK goes while its directory entry (the path) is there */
-	pthread_mutex_lock(&dev->link.rx_lock);
-	hca_udp_ack_flush(qp);
-	pthread_mutex_unlock(&dev->link.rx_lock);
+	/* the order matters: no timer or packet may take it up again once it
+	 * is off a list, and its shared entry goes last */
+	atomic_store(&qp->dying, true);
+	if (qp->type != IBV_QPT_XRC_RECV) {
+		hca_seg_lock(seg);
+		dev->qp_tab[qp->idx] = NULL; /* packets no longer find it */
+		hca_seg_unlock(seg);
+	}
+	qp_link_barrier(dev, qp, true);
 	if (qp->type == IBV_QPT_XRC_RECV) {
 		xrc_target_release(qp);
+		qp_link_barrier(dev, qp, false); /* reachable until released */
 	} else {
 		hca_dev_wait_remove(dev, qp);
 		hca_seg_lock(seg);
 		hca_qp_ent_free(seg, qp->ent, qp->rq_size);
-		dev->qp_tab[qp->idx] = NULL;
 		hca_seg_unlock(seg);
 	}
-	/* a packet being handled for it finishes before it goes */
-	pthread_mutex_lock(&dev->link.rx_lock);
-	hca_link_forget(dev, qp);
-	pthread_mutex_unlock(&dev->link.rx_lock);
 	qp_refs(qp, -1);
 	qp_free_private(qp);
 	return 0;

@@ -63,6 +63,7 @@ static void wr_queue(struct hca_qp *qp, const struct ibv_send_wr *wr)
 	w->sent = 0;
 	w->rd_pkts = 0;
 	w->reasks = 0;
+	w->reask_ns = 0;
 	w->rd_bytes = 0;
 	if (wr->send_flags & IBV_SEND_INLINE) {
 		for (int i = 0; i < wr->num_sge; i++) {

@@ -61,7 +61,11 @@ void hca_udp_path_set(struct hca_qp *qp)
 		qp->udp_daddr = l->ip;
 	}
 	qp->psn = qp->attr->sq_psn;
-	qp->acked_psn = hca_psn_add(qp->psn, -1);
+	qp->acked_psn = qp->acked_high = hca_psn_add(qp->psn, -1);
+	/* a new connection: nothing learnt on an old one carries over */
+	qp->srtt_ns = qp->rttvar_ns = qp->rtt_sent_ns = 0;
+	qp->last_probe_ns = qp->goback_ns = 0;
+	qp->probes = qp->nak_stall = qp->cwnd = 0;
 }
 
 static uint32_t pkts_for(uint64_t len, uint32_t mtu)
@@ -149,6 +153,18 @@ static uint32_t request_pkts(struct hca_qp *qp, const struct hca_swqe *w)
 	return needs_response(w) ? 1 : pkts_for(w->total_len, hca_path_mtu_bytes(qp));
 }
 
+/*
+ * Does the requester want this message's ACK soon? When its completion
+ * will be reported (signaled), or the send queue is half full (its slots
+ * come back only with ACKs). An unsignaled message in a stream can wait
+ * for a coalesced ACK.
+ */
+static bool wants_ack(struct hca_qp *qp, const struct hca_swqe *w)
+{
+	return qp->sq_sig_all || (w->wr.send_flags & IBV_SEND_SIGNALED) ||
+	       qp->sq_tail - qp->sq_head >= qp->cap.max_send_wr / 2;
+}
+
 static void assign_psns(struct hca_qp *qp, struct hca_swqe *w)
 {
 	if (w->psn_set)
@@ -170,7 +186,7 @@ static enum ibv_wc_status packetize(struct hca_qp *qp, struct hca_swqe *w,
 				    bool capture_only, uint32_t budget)
 {
 	uint8_t tr = hca_wire_transport(qp->type), pkt[HCA_PKT_MAX];
-	uint32_t mtu = hca_path_mtu_bytes(qp), n, end;
+	uint32_t mtu = hca_path_mtu_bytes(qp), n, start, end;
 	struct iovec iov[HCA_MAX_SGE];
 	struct hca_link_batch batch = { 0 };
 	struct hca_wire_hdr h;
@@ -184,7 +200,8 @@ static enum ibv_wc_status packetize(struct hca_qp *qp, struct hca_swqe *w,
 		return IBV_WC_LOC_LEN_ERR;
 	assign_psns(qp, w);
 	n = request_pkts(qp, w);
-	end = w->sent + budget < n ? w->sent + budget : n;
+	start = w->sent;
+	end = start + budget < n ? start + budget : n;
 	fill_request_hdr(qp, w, &h);
 	for (uint32_t i = w->sent; i < end; i++) {
 		size_t plen = needs_response(w) ? 0 :
@@ -193,10 +210,15 @@ static enum ibv_wc_status packetize(struct hca_qp *qp, struct hca_swqe *w,
 
 		h.opcode = pkt_opcode(w, i, n, tr);
 		h.psn = hca_psn_add(w->first_psn, (int32_t)i);
-		/* ACK requested: a message's last packet, every 64th, and the
-		 * last one the window lets out now (else the window would wait
-		 * for the timer) */
-		h.ackreq = i + 1 == n || i + 1 == end ||
+		/* ACK requested: a message's last packet when its completion
+		 * is wanted, every 64th, and the last one sent now if the
+		 * window is then full or it is sent again (else the requester
+		 * would wait for its timer); other ACKs may come coalesced
+		 * (udp_ack.c) */
+		h.psn = hca_psn_add(w->first_psn, (int32_t)i);
+		h.ackreq = (i + 1 == n && wants_ack(qp, w)) ||
+			   (i + 1 == end && (end - start == budget ||
+					     hca_psn_cmp(h.psn, qp->high_psn) <= 0)) ||
 			   i % HCA_ACKREQ_EVERY == HCA_ACKREQ_EVERY - 1;
 		h.se = i + 1 == n && (w->wr.send_flags & IBV_SEND_SOLICITED);
 		hl = hca_wire_put_hdrs(pkt, sizeof(pkt), &h, plen);
@@ -382,6 +404,21 @@ static void rtt_sample(struct hca_qp *qp, uint32_t psn, uint64_t now)
 	qp->srtt_ns = (7 * qp->srtt_ns + r) / 8;
 }
 
+/*
+ * Going back again and again with nothing acknowledged between means a
+ * responder and a requester that disagree (a forged or broken stream):
+ * after HCA_NAK_STALL_MAX such go-backs or NAKs the head fails as on
+ * retries exhausted, rather than go back and forth forever. Real loss
+ * lets something through between go-backs, and that resets the count.
+ */
+static bool stalled(struct hca_qp *qp)
+{
+	if (++qp->nak_stall <= HCA_NAK_STALL_MAX)
+		return false;
+	hca_req_fail_head(qp, SQ_SLOT(qp, qp->sq_head), IBV_WC_RETRY_EXC_ERR);
+	return true;
+}
+
 static void go_back(struct hca_qp *qp)
 {
 	qp->rtt_sent_ns = 0; /* Karn: no sample across a retransmission */
@@ -403,6 +440,8 @@ static bool check_timeout(struct hca_qp *qp, uint64_t now)
 		qp->last_progress_ns = now;
 		go_back(qp);
 	} else if (spec && now >= probe_due_ns(qp)) {
+		if (stalled(qp))
+			return false;
 		qp->last_probe_ns = now;
 		qp->probes++;
 		go_back(qp);
@@ -467,9 +506,10 @@ void hca_udp_sq_progress(struct hca_qp *qp)
 		complete_sent_uc(qp);
 	else
 		arm_timer(qp, now);
-	/* an ACK this QP's responder owes goes after what we just sent */
+	/* an ACK this QP's responder was asked for goes after what we just
+	 * sent (one not asked for waits to be coalesced: udp_ack.c) */
 	if (atomic_load_explicit(&qp->ack_owed, memory_order_relaxed))
-		hca_udp_ack_flush(qp);
+		hca_udp_ack_flush_asked(qp);
 }
 
 /* ---- answers from the responder ---- */
@@ -504,15 +544,26 @@ static bool needs_response(const struct hca_swqe *w)
  */
 static void answer_lost(struct hca_qp *qp, struct hca_swqe *w, uint32_t last)
 {
+	uint64_t now;
+
 	if (!w->psn_set || hca_psn_cmp(qp->acked_psn, last) < 0)
 		return;
+	/* what is missing is in flight again: the timers watch it */
+	qp->acked_psn = hca_psn_add(w->first_psn, (int32_t)w->rd_pkts - 1);
+	/* asked again a moment ago: that answer may be on its way (the ACKs
+	 * of what followed overtake it) */
+	now = hca_now_ns();
+	if (w->reask_ns && now - w->reask_ns < probe_wait_ns(qp))
+		return;
+	w->reask_ns = now;
 	/* a responder that ACKs past it and never answers it (it never saw
 	 * the request: a forged or broken stream) must not be asked forever */
 	if (++w->reasks > HCA_NAK_STALL_MAX) {
 		hca_req_fail_head(qp, w, IBV_WC_RETRY_EXC_ERR);
 		return;
 	}
-	qp->acked_psn = hca_psn_add(w->first_psn, (int32_t)w->rd_pkts - 1);
+	if (stalled(qp))
+		return;
 	qp->rtt_sent_ns = 0;
 	rewind_to_head(qp);
 }
@@ -548,23 +599,36 @@ static void complete_acked(struct hca_qp *qp)
 	}
 }
 
+/*
+ * The responder moved on: the timers start again and the window grows.
+ * Only news counts — an ACK re-accepted after the requester went back
+ * (answer_lost, a NAK inside the oldest message) is not progress.
+ */
+static void progressed(struct hca_qp *qp, uint64_t now)
+{
+	if (window(qp) < HCA_UDP_WINDOW)
+		qp->cwnd++;
+	qp->nak_stall = 0;
+	qp->last_progress_ns = now;
+	qp->probes = 0;
+	qp->retry_left = qp->attr->retry_cnt;
+	qp->rnr_left = qp->attr->rnr_retry;
+}
+
 static void acked(struct hca_qp *qp, uint32_t psn)
 {
-	/* an ACK beyond every PSN we have given out is forged or stale */
-	if (hca_psn_cmp(psn, hca_psn_add(qp->psn, -1)) > 0)
-		return;
-	if (hca_psn_cmp(psn, qp->acked_psn) > 0) {
-		uint64_t now = hca_now_ns();
+	uint64_t now;
 
-		if (window(qp) < HCA_UDP_WINDOW)
-			qp->cwnd++;
-		qp->nak_stall = 0;
-		qp->acked_psn = psn;
-		rtt_sample(qp, psn, now);
-		qp->last_progress_ns = now;
-		qp->probes = 0;
-		qp->retry_left = qp->attr->retry_cnt;
-		qp->rnr_left = qp->attr->rnr_retry;
+	/* an ACK beyond every PSN we have given out is forged or stale */
+	if (hca_psn_cmp(psn, hca_psn_add(qp->psn, -1)) > 0 ||
+	    hca_psn_cmp(psn, qp->acked_psn) <= 0)
+		return;
+	now = hca_now_ns();
+	qp->acked_psn = psn;
+	rtt_sample(qp, psn, now);
+	if (hca_psn_cmp(psn, qp->acked_high) > 0) {
+		qp->acked_high = psn;
+		progressed(qp, now);
 	}
 }
 
@@ -598,6 +662,7 @@ static void read_response(struct hca_qp *qp, const struct hca_wire_hdr *h,
 	}
 	w->rd_pkts++;
 	w->reasks = 0;
+	progressed(qp, hca_now_ns());
 	if (w->rd_pkts == w->npkts)
 		w->done = true;
 	acked(qp, h->psn);
@@ -615,12 +680,16 @@ static const enum ibv_wc_status nak_wc[] = {
  * within a round trip, answers packets sent before that go-back: going
  * back again would only send the same packets twice.
  */
-static void nak_seq(struct hca_qp *qp, uint32_t psn)
+static bool nak_repeated(struct hca_qp *qp, uint32_t psn, uint64_t now)
 {
-	uint64_t now = hca_now_ns();
+	uint64_t hold = 2 * qp->srtt_ns > HCA_PROBE_MIN_NS ? 2 * qp->srtt_ns :
+							      HCA_PROBE_MIN_NS;
 
-	if (psn == qp->goback_psn && now - qp->goback_ns < qp->srtt_ns)
-		return;
+	return psn == qp->goback_psn && qp->goback_ns && now - qp->goback_ns < hold;
+}
+
+static void nak_seq(struct hca_qp *qp, uint32_t psn, uint64_t now)
+{
 	qp->goback_psn = psn;
 	qp->goback_ns = now;
 	go_back(qp);
@@ -632,6 +701,16 @@ static void nak(struct hca_qp *qp, const struct hca_wire_hdr *h)
 	uint32_t idx;
 
 	uint32_t before = qp->acked_psn;
+	uint64_t now = hca_now_ns();
+
+	/* the same sequence NAK again, soon after going back for it: an
+	 * answer to packets sent before that go-back — neither a stall nor
+	 * a reason to go back again */
+	if (kind == HCA_AETH_NAK && v == HCA_NAK_PSN_SEQ_ERR &&
+	    nak_repeated(qp, h->psn, now)) {
+		HCA_COUNT(qp->ent, naks_rcvd);
+		return;
+	}
 
 	acked(qp, hca_psn_add(h->psn, -1));
 	complete_acked(qp);
@@ -674,9 +753,10 @@ static void nak(struct hca_qp *qp, const struct hca_wire_hdr *h)
 		qp->rnr_until_ns = hca_now_ns() + hca_rnr_timer_us[v & 31] * 1000ULL;
 		qp->last_progress_ns = qp->rnr_until_ns;
 		qp->probes = 0;
+		qp->rtt_sent_ns = 0; /* the RNR wait is no round trip */
 		rewind_to_head(qp);
 	} else if (v == HCA_NAK_PSN_SEQ_ERR) {
-		nak_seq(qp, h->psn);
+		nak_seq(qp, h->psn, now);
 	} else if (wqe_of_psn(qp, h->psn, &idx) && idx == qp->sq_head) {
 		hca_req_fail_head(qp, SQ_SLOT(qp, qp->sq_head),
 				  v < 5 && nak_wc[v] ? nak_wc[v] : IBV_WC_REM_OP_ERR);
@@ -704,6 +784,7 @@ void hca_udp_req_rx(struct hca_qp *qp, const struct hca_wire_hdr *h,
 		if (w && needs_response(w) && !w->done) {
 			w->atomic_orig = h->orig;
 			w->done = true;
+			progressed(qp, hca_now_ns());
 		}
 		acked(qp, h->psn);
 	} else if (op >= HCA_WOP_READ_RESPONSE_FIRST && op <= HCA_WOP_READ_RESPONSE_ONLY) {

@@ -44,8 +44,8 @@ static void send_answer_in(struct hca_qp *qp, uint32_t daddr, struct hca_wire_hd
 		hca_link_send(qp->dev, daddr, pkt, hl, plen);
 }
 
-static void send_answer(struct hca_qp *qp, uint32_t daddr, struct hca_wire_hdr *h,
-			const uint8_t *pl, size_t plen)
+void hca_udp_send_answer(struct hca_qp *qp, uint32_t daddr, struct hca_wire_hdr *h,
+			 const uint8_t *pl, size_t plen)
 {
 	send_answer_in(qp, daddr, h, pl, plen, NULL);
 }
@@ -60,95 +60,7 @@ static void send_ack(struct hca_qp *qp, uint32_t daddr, uint32_t psn, uint8_t ki
 				  .psn = psn, .msn = qp->msn,
 				  .syndrome = hca_aeth_make(kind, value) };
 
-	send_answer(qp, daddr, &h, NULL, 0);
-}
-
-/*
- * ACKs that may wait. The ACK at a message's end is not what the
- * requester's application waits for: in a ping-pong it waits for the
- * reply. Sent at once, the ACK's datagram would go out (and be read on
- * the other side) before the reply, on the critical path. So it is owed:
- * it goes out after the next packet this QP sends (hca_udp_sq_progress),
- * or when the application polls and finds nothing new, or when the
- * progress thread next runs (hca_link_acks_flush) — well within any
- * timer of the requester's. NAKs, duplicate ACKs and answers to READs and
- * atomics go at once.
- */
-#define HCA_ACK_OWED (1ULL << 63)
-
-static void owe_ack(struct hca_qp *qp, uint32_t daddr, uint32_t psn)
-{
-	struct hca_link *l = &qp->dev->link;
-
-	qp->ack_daddr = daddr;
-	atomic_store(&qp->ack_owed, HCA_ACK_OWED | (uint64_t)qp->msn << 24 | psn);
-	if (qp->ack_listed)
-		return;
-	if (l->nowed == HCA_OWED_MAX) {
-		hca_udp_ack_flush(qp);
-		return;
-	}
-	l->owed[l->nowed++] = qp;
-	qp->ack_listed = true;
-}
-
-/* Send the QP's owed ACK, if it still owes one. */
-void hca_udp_ack_flush(struct hca_qp *qp)
-{
-	uint64_t v = atomic_exchange(&qp->ack_owed, 0);
-	struct hca_wire_hdr h = { .opcode = hca_wire_transport(qp->type) |
-					    HCA_WOP_ACKNOWLEDGE,
-				  .syndrome = hca_aeth_make(HCA_AETH_ACK,
-							    HCA_AETH_CREDIT_INVALID) };
-
-	if (!v)
-		return;
-	h.psn = (uint32_t)v & 0xffffff;
-	h.msn = (uint32_t)(v >> 24) & 0xffffff;
-	send_answer(qp, qp->ack_daddr, &h, NULL, 0);
-}
-
-/* Every owed ACK of this process goes now (rx_lock held). */
-void hca_link_acks_flush_locked(struct hca_dev *dev)
-{
-	struct hca_link *l = &dev->link;
-
-	for (int i = 0; i < l->nowed; i++) {
-		hca_udp_ack_flush(l->owed[i]);
-		l->owed[i]->ack_listed = false;
-	}
-	l->nowed = 0;
-}
-
-/* wait: queue behind a receiver (progress thread), or leave it to it. */
-void hca_link_acks_flush(struct hca_dev *dev, bool wait)
-{
-	struct hca_link *l = &dev->link;
-
-	if (!l->nowed)
-		return; /* a racy peek: a miss is flushed by the next caller */
-	if (wait)
-		pthread_mutex_lock(&l->rx_lock);
-	else if (pthread_mutex_trylock(&l->rx_lock))
-		return;
-	hca_link_acks_flush_locked(dev);
-	pthread_mutex_unlock(&l->rx_lock);
-}
-
-/*
- * A QP going away leaves the owed list (rx_lock held). Its owed ACK was
- * paid just before (hca_qp_destroy): what it acknowledges was received,
- * and the peer must not retry it into a QP that is gone.
- */
-void hca_link_forget(struct hca_dev *dev, struct hca_qp *qp)
-{
-	struct hca_link *l = &dev->link;
-
-	atomic_store(&qp->ack_owed, 0);
-	for (int i = 0; i < l->nowed; i++)
-		if (l->owed[i] == qp)
-			l->owed[i--] = l->owed[--l->nowed];
-	qp->ack_listed = false;
+	hca_udp_send_answer(qp, daddr, &h, NULL, 0);
 }
 
 static bool is_first(uint8_t pos) { return pos & HCA_POS_FIRST; }
@@ -348,7 +260,7 @@ static void atomic_ack(struct hca_qp *qp, uint32_t saddr, uint32_t psn, uint64_t
 				  .psn = psn, .msn = qp->msn, .orig = orig,
 				  .syndrome = hca_aeth_make(HCA_AETH_ACK, HCA_AETH_CREDIT_INVALID) };
 
-	send_answer(qp, saddr, &r, NULL, 0);
+	hca_udp_send_answer(qp, saddr, &r, NULL, 0);
 }
 
 /* ---- the reliable responder ---- */
@@ -385,8 +297,9 @@ static void execute_last(struct hca_qp *qp, const struct hca_wire_hdr *h, uint32
 		qp->replay[qp->replay_next].valid = true;
 		qp->replay_next = (qp->replay_next + 1) % 16;
 		atomic_ack(qp, saddr, h->psn, m.atomic_orig);
-	} else if (h->ackreq) {
-		owe_ack(qp, saddr, h->psn);
+	} else {
+		/* asked (AckReq): soon; not asked: a coalesced ACK later */
+		hca_udp_ack_owe(qp, saddr, h->psn, h->ackreq);
 	}
 }
 
@@ -407,6 +320,18 @@ static void duplicate(struct hca_qp *qp, const struct hca_wire_hdr *h, uint32_t 
 	}
 }
 
+#define HCA_RENAK_NS 100000ULL
+
+static bool renak_due(struct hca_qp *qp)
+{
+	uint64_t now = hca_now_ns();
+
+	if (now - qp->nak_ns < HCA_RENAK_NS)
+		return false;
+	qp->nak_ns = now;
+	return true;
+}
+
 static void reliable_rx(struct hca_qp *qp, const struct hca_wire_hdr *h,
 			const uint8_t *pl, size_t plen, uint32_t saddr)
 {
@@ -423,9 +348,13 @@ static void reliable_rx(struct hca_qp *qp, const struct hca_wire_hdr *h,
 		HCA_COUNT_DROP(qp->ent, HCA_DROP_PSN);
 		/* one NAK per gap, as the spec says; and again to a packet
 		 * that asks for an answer, since that NAK may have been lost
-		 * (the requester's early go-back asks so) */
-		if (!qp->nak_sent || h->ackreq)
+		 * (the requester's early go-back asks so) — at most once per
+		 * HCA_RENAK_NS, or a stream of small messages, each asking,
+		 * would answer one loss with a NAK per packet */
+		if (!qp->nak_sent || (h->ackreq && renak_due(qp)))
 			send_ack(qp, saddr, qp->epsn, HCA_AETH_NAK, HCA_NAK_PSN_SEQ_ERR);
+		if (!qp->nak_sent)
+			qp->nak_ns = hca_now_ns();
 		qp->nak_sent = true;
 		return;
 	}

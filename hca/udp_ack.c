@@ -1,0 +1,136 @@
+/*
+ * The responder's ACKs for whole messages, deferred.
+ *
+ * An ACK costs a datagram: on a veth pair, a send() that runs the whole
+ * receive path of the other side, and a receive there. In a ping-pong the
+ * requester's application waits for the reply, not the ACK; sent at
+ * once, the ACK would go out (and be read on the other side) before the
+ * reply, on the critical path. So the ACK at a message's end is owed, in
+ * one of two ways:
+ *
+ *   asked (the last packet has AckReq: the requester wants a completion
+ *   soon) — it goes out after the next packet this QP sends
+ *   (hca_udp_sq_progress), or when the application polls and finds
+ *   nothing new, or when the progress thread runs;
+ *
+ *   not asked (an unsignaled message that did not fill the window) — it
+ *   is coalesced with the ACKs of the messages that follow, as the IB
+ *   spec allows: it goes out at the second sweep of the poll path after
+ *   the first of them was owed (a sweep every 16 polls: some microseconds), with
+ *   an asked one, or when the progress thread runs. The requester's early
+ *   go-back waits at least 200 us, well beyond.
+ *
+ * NAKs, duplicate ACKs, coalesced ACKs inside a long message and the
+ * answers to READs and atomics go at once (udp_resp.c).
+ *
+ * A QP's owed ACK is one word (the latest PSN and MSN), which any thread
+ * may swap out and send; the list of QPs that owe one is under the link's
+ * receive lock.
+ */
+#include "hca_int.h"
+
+#define HCA_ACK_OWED  (1ULL << 63)
+#define HCA_ACK_ASKED (1ULL << 62)
+
+void hca_udp_ack_owe(struct hca_qp *qp, uint32_t daddr, uint32_t psn, bool asked)
+{
+	struct hca_link *l = &qp->dev->link;
+	uint64_t v = HCA_ACK_OWED | (uint64_t)qp->msn << 24 | psn;
+
+	uint64_t old = atomic_load(&qp->ack_owed);
+
+	qp->ack_daddr = daddr;
+	/* a later ACK covers the earlier one; "asked" sticks until sent, and
+	 * the age counts from the first ACK owed */
+	if (asked || (old & HCA_ACK_ASKED))
+		v |= HCA_ACK_ASKED;
+	if (!old)
+		qp->ack_age = 0;
+	atomic_store(&qp->ack_owed, v);
+	if (qp->ack_listed)
+		return;
+	if (l->nowed == HCA_OWED_MAX) {
+		hca_udp_ack_flush(qp);
+		return;
+	}
+	l->owed[l->nowed++] = qp;
+	qp->ack_listed = true;
+}
+
+/* Send the QP's owed ACK, if it still owes one. */
+void hca_udp_ack_flush(struct hca_qp *qp)
+{
+	uint64_t v = atomic_exchange(&qp->ack_owed, 0);
+	struct hca_wire_hdr h = { .opcode = hca_wire_transport(qp->type) |
+					    HCA_WOP_ACKNOWLEDGE,
+				  .syndrome = hca_aeth_make(HCA_AETH_ACK,
+							    HCA_AETH_CREDIT_INVALID) };
+
+	if (!v)
+		return;
+	h.psn = (uint32_t)v & 0xffffff;
+	h.msn = (uint32_t)(v >> 24) & 0xffffff;
+	hca_udp_send_answer(qp, qp->ack_daddr, &h, NULL, 0);
+}
+
+/* ... only if the requester asked for it. */
+void hca_udp_ack_flush_asked(struct hca_qp *qp)
+{
+	if (atomic_load(&qp->ack_owed) & HCA_ACK_ASKED)
+		hca_udp_ack_flush(qp);
+}
+
+/* Does QP i's owed ACK go in this flush? */
+static bool due(struct hca_qp *qp, enum hca_ack_flush what)
+{
+	uint64_t v = atomic_load(&qp->ack_owed);
+
+	if (!v || what == HCA_ACKS_ALL)
+		return true; /* nothing owed: leaves the list */
+	if (v & HCA_ACK_ASKED)
+		return true;
+	return what == HCA_ACKS_SWEEP && qp->ack_age++ >= 1;
+}
+
+/* The owed ACKs that `what` says go now (rx_lock held). */
+void hca_link_acks_flush_locked(struct hca_dev *dev, enum hca_ack_flush what)
+{
+	struct hca_link *l = &dev->link;
+
+	for (int i = 0; i < l->nowed; i++) {
+		struct hca_qp *qp = l->owed[i];
+
+		if (!due(qp, what))
+			continue;
+		hca_udp_ack_flush(qp);
+		qp->ack_listed = false;
+		l->owed[i--] = l->owed[--l->nowed];
+	}
+}
+
+/* wait: queue behind a receiver (progress thread), or leave it to it. */
+void hca_link_acks_flush(struct hca_dev *dev, bool wait, enum hca_ack_flush what)
+{
+	struct hca_link *l = &dev->link;
+
+	if (!l->nowed)
+		return; /* a racy peek: a miss is flushed by the next caller */
+	if (wait)
+		pthread_mutex_lock(&l->rx_lock);
+	else if (pthread_mutex_trylock(&l->rx_lock))
+		return;
+	hca_link_acks_flush_locked(dev, what);
+	pthread_mutex_unlock(&l->rx_lock);
+}
+
+/* A QP going away leaves the owed list (rx_lock held; hca_qp_destroy). */
+void hca_link_forget(struct hca_dev *dev, struct hca_qp *qp)
+{
+	struct hca_link *l = &dev->link;
+
+	atomic_store(&qp->ack_owed, 0);
+	for (int i = 0; i < l->nowed; i++)
+		if (l->owed[i] == qp)
+			l->owed[i--] = l->owed[--l->nowed];
+	qp->ack_listed = false;
+}
