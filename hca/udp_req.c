@@ -186,7 +186,7 @@ static enum ibv_wc_status packetize(struct hca_qp *qp, struct hca_swqe *w,
 				    bool capture_only, uint32_t budget)
 {
 	uint8_t tr = hca_wire_transport(qp->type), pkt[HCA_PKT_MAX];
-	uint32_t mtu = hca_path_mtu_bytes(qp), n, start, end;
+	uint32_t mtu = hca_path_mtu_bytes(qp), n, start, end, resume = 0;
 	struct iovec iov[HCA_MAX_SGE];
 	struct hca_link_batch batch = { 0 };
 	struct hca_wire_hdr h;
@@ -199,23 +199,37 @@ static enum ibv_wc_status packetize(struct hca_qp *qp, struct hca_swqe *w,
 	if (needs_response(w) && w->wr.opcode != IBV_WR_RDMA_READ && w->total_len != 8)
 		return IBV_WC_LOC_LEN_ERR;
 	assign_psns(qp, w);
+	if (!capture_only && needs_response(w) && w->done) {
+		/* gone back over a READ or atomic whose answer is whole:
+		 * nothing to ask again */
+		w->sent = 1;
+		qp->send_psn = hca_psn_add(w->first_psn, (int32_t)w->npkts);
+		return IBV_WC_SUCCESS;
+	}
 	n = request_pkts(qp, w);
 	start = w->sent;
 	end = start + budget < n ? start + budget : n;
 	fill_request_hdr(qp, w, &h);
+	if (w->wr.opcode == IBV_WR_RDMA_READ && w->rd_pkts) {
+		/* a READ asked again asks only for what has not arrived, as
+		 * the spec allows: at the PSN of its first missing response,
+		 * from that offset (whole MTUs arrived before it) */
+		resume = w->rd_pkts;
+		h.va += w->rd_bytes;
+		h.dmalen -= (uint32_t)w->rd_bytes;
+	}
 	for (uint32_t i = w->sent; i < end; i++) {
 		size_t plen = needs_response(w) ? 0 :
 			      (i + 1 < n ? mtu : w->total_len - (uint64_t)i * mtu);
 		size_t hl;
 
 		h.opcode = pkt_opcode(w, i, n, tr);
-		h.psn = hca_psn_add(w->first_psn, (int32_t)i);
 		/* ACK requested: a message's last packet when its completion
 		 * is wanted, every 64th, and the last one sent now if the
 		 * window is then full or it is sent again (else the requester
 		 * would wait for its timer); other ACKs may come coalesced
 		 * (udp_ack.c) */
-		h.psn = hca_psn_add(w->first_psn, (int32_t)i);
+		h.psn = hca_psn_add(w->first_psn, (int32_t)(i + resume));
 		h.ackreq = (i + 1 == n && wants_ack(qp, w)) ||
 			   (i + 1 == end && (end - start == budget ||
 					     hca_psn_cmp(h.psn, qp->high_psn) <= 0)) ||
@@ -340,7 +354,11 @@ static void rewind_to_head(struct hca_qp *qp)
 	if (qp->sq_head == qp->sq_tail || !SQ_SLOT(qp, qp->sq_head)->psn_set)
 		return;
 	head = SQ_SLOT(qp, qp->sq_head);
-	qp->send_psn = head->first_psn;
+	qp->send_psn = hca_psn_add(head->first_psn, (int32_t)head->rd_pkts);
+	/* the READ responses that arrived are acknowledged, whatever a stale
+	 * NAK said: the READ is asked again from after them */
+	if (head->rd_pkts && hca_psn_cmp(qp->acked_psn, hca_psn_add(qp->send_psn, -1)) < 0)
+		qp->acked_psn = hca_psn_add(qp->send_psn, -1);
 	done = hca_psn_diff(hca_psn_add(qp->acked_psn, 1), head->first_psn);
 	if (!needs_response(head) && done > 0 && done < (int32_t)head->npkts) {
 		head->sent = (uint32_t)done;

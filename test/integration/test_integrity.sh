@@ -76,4 +76,29 @@ integrity "rc over UDP with faults ($fault), 2 procs x 2 QPs, $n messages" \
 	SOFTIB_LINK=udp SOFTIB_FAULT=$fault,seed=7 -- \
 	-p 2 -q 2 -t rc -n "$n" -s 5 -T 16
 
+# A capture of such a run, every process writing to one file: tshark
+# decodes every packet as InfiniBand — READs, atomics, their answers,
+# NAKs and retransmissions included — and finds none malformed.
+if command -v tshark >/dev/null; then
+	pcap=$SIB_TMP/faults.pcap
+	integrity "rc over UDP with faults, captured, 2 procs x 1 QP, 300 messages" \
+		SOFTIB_LINK=udp SOFTIB_FAULT=$fault,seed=9 SOFTIB_PCAP="$pcap" -- \
+		-p 2 -q 1 -t rc -n 300 -s 6 -T 16
+	decoded=$(tshark -r "$pcap" -V --disable-heuristic rpcrdma_infiniband 2>/dev/null)
+	pkts=$(grep -c "^InfiniBand$" <<<"$decoded")
+	bad=$(grep -c "Malformed" <<<"$decoded")
+	kinds=0
+	for k in "RDMA READ Request" "RDMA READ Response" "Acknowledge" \
+		"Atomic Acknowledge" "Compare Swap|CmpSwap|Compare and Swap" \
+		"Fetch Add|FetchAdd|Fetch and Add"; do
+		grep -Eq "Opcode: .*($k)" <<<"$decoded" && kinds=$((kinds + 1))
+	done
+	if [ "$pkts" -gt 1000 ] && [ "$bad" = 0 ] && [ "$kinds" = 6 ]; then
+		pass "pcap of the faulty run: $pkts InfiniBand packets, READ, atomics and ACKs decoded, none malformed"
+	else
+		fail "pcap of the faulty run: $pkts InfiniBand packets, $bad malformed, $kinds of 6 opcode kinds"
+		grep -E "Opcode: " <<<"$decoded" | sort | uniq -c | head -20
+	fi
+fi
+
 summary
