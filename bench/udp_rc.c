@@ -7,7 +7,8 @@
  *   lat  SEND ping-pong of -s bytes; one-way latency is half the round
  *        trip; mean and median of -i round trips (the median says what
  *        the link costs when the 2-core test machines are busy, the mean
- *        what the scheduler adds).
+ *        what the scheduler adds). Every -S-th send is signaled (CQ
+ *        moderation, as perftest does), the last one always.
  *   bw   windows of -W back-to-back messages of -m bytes (SEND, or RDMA
  *        WRITE with -o write, the last one carrying an immediate), each
  *        window answered by an empty SEND; MB/s (10^6 bytes per second)
