@@ -586,10 +586,49 @@ static void answer_lost(struct hca_qp *qp, struct hca_swqe *w, uint32_t last)
 	rewind_to_head(qp);
 }
 
-/* Complete, in order, what the acknowledged PSN covers. */
+/*
+ * After a go-back the requester may be sending again what a later ACK
+ * has since acknowledged: the oldest WQE resumes after it, and nothing
+ * acknowledged counts as "to be sent" (else in_flight() would see
+ * nothing in flight, no timer would run, and the QP would wait forever).
+ */
+static void skip_acked(struct hca_qp *qp)
+{
+	struct hca_swqe *head;
+	int32_t done;
+
+	if ((int32_t)(qp->sq_next - qp->sq_head) < 0)
+		qp->sq_next = qp->sq_head;
+	if (hca_psn_cmp(qp->send_psn, hca_psn_add(qp->acked_psn, 1)) >= 0 ||
+	    qp->sq_next != qp->sq_head || qp->sq_head == qp->sq_tail)
+		return;
+	head = SQ_SLOT(qp, qp->sq_head);
+	done = hca_psn_diff(hca_psn_add(qp->acked_psn, 1), head->first_psn);
+	if (!head->psn_set || needs_response(head) || done <= (int32_t)head->sent ||
+	    done >= (int32_t)head->npkts)
+		return;
+	head->sent = (uint32_t)done;
+	qp->send_psn = hca_psn_add(head->first_psn, done);
+}
+
+/*
+ * Complete, in order, what the acknowledged PSN covers — WQEs a go-back
+ * had not yet sent again included: they were sent whole before (their
+ * PSNs are set), and the ACK says they arrived.
+ */
+static bool may_complete(struct hca_qp *qp)
+{
+	struct hca_swqe *w = SQ_SLOT(qp, qp->sq_head);
+
+	if (qp->sq_head == qp->sq_tail || !w->psn_set)
+		return false;
+	return qp->sq_head != qp->sq_next || (needs_response(w) && w->done) ||
+	       hca_psn_cmp(qp->acked_psn, qp->send_psn) >= 0;
+}
+
 static void complete_acked(struct hca_qp *qp)
 {
-	while (qp->sq_head != qp->sq_next) {
+	while (may_complete(qp)) {
 		struct hca_swqe *w = SQ_SLOT(qp, qp->sq_head);
 		uint32_t last = hca_psn_add(w->first_psn, (int32_t)w->npkts - 1);
 
@@ -615,6 +654,7 @@ static void complete_acked(struct hca_qp *qp)
 		hca_req_complete(qp, w, IBV_WC_SUCCESS);
 		qp->sq_head++;
 	}
+	skip_acked(qp);
 }
 
 /*
