@@ -91,7 +91,7 @@ if command -v tshark >/dev/null; then
 	for k in "RDMA READ Request" "RDMA READ Response" "Acknowledge" \
 		"Atomic Acknowledge" "Compare Swap|CmpSwap|Compare and Swap" \
 		"Fetch Add|FetchAdd|Fetch and Add"; do
-		grep -Eq "Opcode: .*($k)" <<<"$decoded" && kinds=$((kinds + 1))
+		grep -Eiq "Opcode: .*($k)" <<<"$decoded" && kinds=$((kinds + 1))
 	done
 	if [ "$pkts" -gt 1000 ] && [ "$bad" = 0 ] && [ "$kinds" = 6 ]; then
 		pass "pcap of the faulty run: $pkts InfiniBand packets, READ, atomics and ACKs decoded, none malformed"
