@@ -66,8 +66,18 @@ void hca_seg_name(char *buf, size_t len)
 		ino = (unsigned long)st.st_ino;
 	/* the layout is in the name: two builds of softib on one host keep
 	 * to their own segments instead of replacing each other's */
-	snprintf(buf, len, "/softib-%u-%lu-v%u.%zu", (unsigned)getuid(), ino,
-		 HCA_SEG_VERSION, sizeof(struct hca_seg));
+	const char *tag = getenv("SOFTIB_SEG_TAG");
+
+	/* SOFTIB_SEG_TAG keeps concurrent test runs (two work trees, two CI
+	 * jobs) on segments of their own; [A-Za-z0-9_-] only */
+	if (tag && *tag && strspn(tag, "abcdefghijklmnopqrstuvwxyz"
+				  "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") == strlen(tag) &&
+	    strlen(tag) <= 32)
+		snprintf(buf, len, "/softib-%u-%lu-v%u.%zu-%s", (unsigned)getuid(), ino,
+			 HCA_SEG_VERSION, sizeof(struct hca_seg), tag);
+	else
+		snprintf(buf, len, "/softib-%u-%lu-v%u.%zu", (unsigned)getuid(), ino,
+			 HCA_SEG_VERSION, sizeof(struct hca_seg));
 }
 
 static void seg_init(struct hca_seg *seg, size_t len)
@@ -157,7 +167,7 @@ static int seg_try_map(const char *name, size_t len, struct hca_seg **out)
 
 int hca_seg_map(struct hca_seg **out, size_t *lenp)
 {
-	char name[64];
+	char name[96];
 	size_t len = ((sizeof(struct hca_seg) + 4095) & ~4095ULL) + HCA_HEAP_SIZE;
 	int rc;
 

@@ -36,7 +36,7 @@
 struct view {
 	const struct hca_seg *seg;
 	size_t len;
-	char name[64];
+	char name[96];
 };
 
 static unsigned long netns_ino(void)
