@@ -14,13 +14,17 @@
  *   wildscan   N-1 wildcard-source receives with another tag, posted
  *              first: every arrival must look at them (O(N))
  *
- * Usage: sib_match_bench [iterations]   (default 2000000 per figure; the
- * median of 5 runs is printed, in ns per pair).
+ * Usage: sib_match_bench [iterations [shape depth]]
+ * Without a shape: the whole table, each figure the median of 5 runs of
+ * iterations pairs (default 2000000), in ns per pair. With a shape and a
+ * depth: that one run only, for instruction counts under callgrind
+ * (run it with two iteration counts and divide the difference).
  */
 #include "match.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #define RUNS 5
@@ -137,6 +141,19 @@ int main(int argc, char **argv)
 
 	if (iters <= 0 || !q || !u) {
 		fprintf(stderr, "usage: %s [iterations > 0]\n", argv[0]);
+		return 2;
+	}
+	if (argc == 4) {
+		int depth = atoi(argv[3]);
+
+		for (int s = 0; s < NSHAPES; s++)
+			if (!strcmp(argv[2], shape_name[s]) && depth >= 1 &&
+			    depth <= 256) {
+				printf("%s %d: %.1f ns per pair\n", argv[2], depth,
+				       run((enum shape)s, depth, iters, q, u));
+				return 0;
+			}
+		fprintf(stderr, "unknown shape or depth (1..256)\n");
 		return 2;
 	}
 	printf("# sib_match_bench: ns per arrive/post pair, median of %d runs of %ld\n",

@@ -108,11 +108,12 @@ static struct sib_mq_bucket *table_new(uint32_t n)
  * list's order (post order, arrival order) intact. A failed allocation
  * leaves the old table: sources then share buckets.
  */
-static void table_fit(struct sib_mq *mq, uint32_t src)
+static void __attribute__((noinline))
+table_grow(struct sib_mq *mq, uint32_t src)
 {
 	uint32_t n = mq->nbkt;
 
-	if (src < n || n >= SIB_MQ_MAX_BUCKETS || src == SIB_ANY_SOURCE)
+	if (n >= SIB_MQ_MAX_BUCKETS || src == SIB_ANY_SOURCE)
 		return;
 	while (n <= src && n < SIB_MQ_MAX_BUCKETS)
 		n <<= 1;
@@ -141,6 +142,14 @@ static void table_fit(struct sib_mq *mq, uint32_t src)
 	free(mq->bkt);
 	mq->bkt = t;
 	mq->nbkt = n;
+}
+
+/* Called before queueing an entry of src: one compare on the hot path,
+ * the growth itself out of line. */
+static inline void table_fit(struct sib_mq *mq, uint32_t src)
+{
+	if (__builtin_expect(src >= mq->nbkt, 0))
+		table_grow(mq, src);
 }
 
 int sib_mq_init(struct sib_mq *mq)
@@ -223,7 +232,7 @@ void sib_mq_add_unexpected(struct sib_mq *mq, struct sib_mq_msg *m)
 
 /* The oldest unexpected message that a receive (src, ctx, tag, mask)
  * accepts, left in place. */
-static struct sib_mq_msg *find_msg(const struct sib_mq *mq, uint32_t src,
+static inline struct sib_mq_msg *find_msg(const struct sib_mq *mq, uint32_t src,
 				   uint32_t ctx, uint64_t tag, uint64_t mask)
 {
 	const struct sib_mq_link *h, *l;
