@@ -81,14 +81,17 @@ hosts_up() {
 	net=$(hosts_pick_subnet) || { echo "hosts_up: no free subnet" >&2; return 1; }
 	HOSTS_SUBNET=$net.0/24
 	HOSTS_BRIDGE_IP=$net.254
-	ip link add "$HOSTS_BRIDGE" type bridge &&
+	if ! { ip link add "$HOSTS_BRIDGE" type bridge &&
 		ip addr add "$HOSTS_BRIDGE_IP/24" dev "$HOSTS_BRIDGE" &&
-		ip link set "$HOSTS_BRIDGE" up || { hosts_down; return 1; }
+		ip link set "$HOSTS_BRIDGE" up; }; then
+		hosts_down
+		return 1
+	fi
 	for ((i = 1; i <= n; i++)); do
 		h=${HOSTS_PREFIX}n$i v=${HOSTS_PREFIX}v$i
 		HOSTS+=("$h")
 		HOSTS_IP[$h]=$net.$i
-		ip netns add "$h" &&
+		if ! { ip netns add "$h" &&
 			ip link add "$v" type veth peer name "${v}p" &&
 			ip link set "$v" master "$HOSTS_BRIDGE" &&
 			ip link set "$v" up &&
@@ -96,7 +99,10 @@ hosts_up() {
 			ip -n "$h" link set "${v}p" name eth0 &&
 			ip -n "$h" addr add "$net.$i/24" dev eth0 &&
 			ip -n "$h" link set lo up &&
-			ip -n "$h" link set eth0 up || { hosts_down; return 1; }
+			ip -n "$h" link set eth0 up; }; then
+			hosts_down
+			return 1
+		fi
 	done
 	hosts_wait_reachable || { hosts_down; return 1; }
 }
