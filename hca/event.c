@@ -133,7 +133,7 @@ void hca_raise_qp_event(struct hca_dev *dev, struct hca_qp_ent *e,
 			enum ibv_event_type type)
 {
 	struct hca_db_msg m = { .kind = HCA_DB_ASYNC_QP, .event = type,
-				.idx = (uint32_t)(e - dev->seg->qps),
+				.idx = e->num,
 				.id = atomic_load(&e->qpn) };
 
 	if (e->type != IBV_QPT_XRC_RECV) {
@@ -176,7 +176,10 @@ static bool qp_event_is_fatal(uint32_t ev)
 /* CQ overrun: the CQ is in error and so is every QP that completes to it. */
 static void cq_overrun(struct hca_dev *dev, struct hca_cq *cq)
 {
-	for (uint32_t i = 0; i < HCA_MAX_QP; i++) {
+	/* our own QPs only: an XRC target QP has no CQ */
+	uint32_t first = ((uint32_t)dev->slot + 1) << HCA_QPN_K_BITS;
+
+	for (uint32_t i = first; i < first + HCA_QP_PER_PROC; i++) {
 		struct hca_qp *qp = dev->qp_tab[i];
 
 		if (qp && (qp->scq == cq || qp->rcq == cq) &&
