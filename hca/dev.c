@@ -181,8 +181,14 @@ static void reclaim_slot(struct hca_seg *seg, uint16_t slot, uint32_t gen)
 {
 	struct hca_proc *p = &seg->procs[slot];
 
+	uint32_t st;
+
 	hca_seg_lock(seg);
-	if (p->gen == gen && atomic_load(&p->state) == HCA_PROC_LIVE) {
+	st = atomic_load(&p->state);
+	/* DEAD under the lock: a reclaimer died half-way (its process
+	 * exited while its progress thread reclaimed); finish its work —
+	 * every step below skips what is already freed */
+	if (p->gen == gen && (st == HCA_PROC_LIVE || st == HCA_PROC_DEAD)) {
 		atomic_store(&p->state, HCA_PROC_DEAD);
 		reclaim_qps(seg, slot, gen);
 		reclaim_rest(seg, slot, gen);
@@ -207,11 +213,11 @@ static void scan_members(struct hca_dev *dev)
 	dev->members_seen = m;
 	for (uint16_t s = 0; s < HCA_MAX_PROCS; s++) {
 		struct hca_proc *pr = &seg->procs[s];
-		uint32_t gen = pr->gen;
+		uint32_t gen = pr->gen, st = atomic_load(&pr->state);
 
-		if (s == dev->slot || atomic_load(&pr->state) != HCA_PROC_LIVE)
+		if (s == dev->slot || st == HCA_PROC_FREE)
 			continue;
-		if (!hca_peer_alive(dev, s, gen))
+		if (st == HCA_PROC_DEAD || !hca_peer_alive(dev, s, gen))
 			reclaim_slot(seg, s, gen);
 	}
 }
@@ -227,12 +233,12 @@ void hca_dev_reap(struct hca_dev *dev)
 
 	for (uint16_t s = 0; s < HCA_MAX_PROCS; s++) {
 		struct hca_proc *pr = &seg->procs[s];
-		uint32_t gen = pr->gen;
+		uint32_t gen = pr->gen, st = atomic_load(&pr->state);
 		int fd;
 
-		if (s == dev->slot || atomic_load(&pr->state) != HCA_PROC_LIVE)
+		if (s == dev->slot || st == HCA_PROC_FREE)
 			continue;
-		fd = (int)syscall(SYS_pidfd_open, pr->pid, 0);
+		fd = st == HCA_PROC_DEAD ? -1 : (int)syscall(SYS_pidfd_open, pr->pid, 0);
 		if (fd >= 0) {
 			struct pollfd pf = { .fd = fd, .events = POLLIN };
 			bool dead = poll(&pf, 1, 0) != 0 ||
