@@ -191,6 +191,19 @@ static void cq_overrun(struct hca_dev *dev, struct hca_cq *cq)
 }
 
 /*
+ * A responder in another process that errs our QP stores ERR in its entry,
+ * then asks us (a doorbell) to flush it. The application may have reset
+ * and connected the QP again before the doorbell is read: the flush is
+ * then stale, and flushing would err the new connection — the receive
+ * just posted completes flushed, the peer's next SEND runs out of
+ * retries. The entry still reading ERR says it is not stale.
+ */
+static bool still_in_error(struct hca_qp *qp)
+{
+	return atomic_load(&qp->ent->state) == IBV_QPS_ERR;
+}
+
+/*
  * In the owner process: act on an event about one of our objects, then
  * hand it to the application. The index + id pair is checked against our
  * own tables, so a message about an object destroyed meanwhile is dropped.
@@ -205,14 +218,14 @@ void hca_db_dispatch(struct hca_dev *dev, const struct hca_db_msg *m)
 	} else if (m->kind == HCA_DB_QP_FLUSH && m->idx < HCA_MAX_QP) {
 		struct hca_qp *qp = dev->qp_tab[m->idx];
 
-		if (qp && qp->qpn == m->id)
+		if (qp && qp->qpn == m->id && still_in_error(qp))
 			hca_qp_to_error(qp);
 	} else if (m->kind == HCA_DB_ASYNC_QP && m->idx < HCA_MAX_QP) {
 		struct hca_qp *qp = dev->qp_tab[m->idx];
 
 		if (!qp || qp->qpn != m->id)
 			return;
-		if (qp_event_is_fatal(m->event))
+		if (qp_event_is_fatal(m->event) && still_in_error(qp))
 			hca_qp_to_error(qp);
 		if (m->event == 0)
 			return;

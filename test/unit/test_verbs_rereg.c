@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -202,6 +203,8 @@ static void traffic(struct ibv_mr *mr_s, uint8_t *s, struct ibv_mr *mr_r, uint8_
 	CU_ASSERT_EQUAL_FATAL(ibv_post_recv(p->b, &rw, &rbad), 0);
 	CU_ASSERT_EQUAL_FATAL(post_send(p->a, IBV_WR_SEND, mr_s, s, 1024, 0, 0), 0);
 	n = poll_n(wc, 2);
+	if (n == 2 && (wc[0].status || wc[1].status))
+		fprintf(stderr, "send: %s (op %d), %s (op %d)\n", ibv_wc_status_str(wc[0].status), wc[0].opcode, ibv_wc_status_str(wc[1].status), wc[1].opcode);
 	CU_ASSERT_EQUAL_FATAL(n, 2);
 	CU_ASSERT_EQUAL(wc[0].status, IBV_WC_SUCCESS);
 	CU_ASSERT_EQUAL(wc[1].status, IBV_WC_SUCCESS);
