@@ -16,6 +16,7 @@
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/un.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "hca_int.h"
@@ -126,18 +127,27 @@ pid_t hca_peer_pid(struct hca_dev *dev, uint16_t slot, uint32_t gen)
 
 /* ---- reclaiming a dead process's objects ---- */
 
+struct reclaim_arg {
+	uint16_t slot;
+	uint32_t gen;
+};
+
+static void reclaim_qp(struct hca_seg *seg, struct hca_qp_ent *e, void *arg)
+{
+	const struct reclaim_arg *a = arg;
+
+	/* XRC targets are the domain's: hca_xrc_reclaim drops the bit */
+	if (e->owner == a->slot && e->owner_gen == a->gen && e->type != IBV_QPT_XRC_RECV)
+		hca_qp_ent_free(seg, e, 0);
+}
+
 static void reclaim_qps(struct hca_seg *seg, uint16_t slot, uint32_t gen)
 {
-	for (uint32_t i = 0; i < HCA_MAX_QP; i++) {
-		struct hca_qp_ent *e = &seg->qps[i];
-		uint32_t qpn = atomic_load(&e->qpn);
+	struct reclaim_arg a = { slot, gen };
 
-		/* XRC targets are the domain's: hca_xrc_reclaim drops the bit */
-		if (!qpn || e->owner != slot || e->owner_gen != gen ||
-		    e->type == IBV_QPT_XRC_RECV)
-			continue;
-		hca_qp_ent_free(seg, e, 0);
-	}
+	/* a process's QPs are in its slot's pages only */
+	hca_qp_ent_each(seg, ((uint32_t)slot + 1) << (HCA_QPN_K_BITS - HCA_QP_PAGE_BITS),
+			HCA_QP_PER_PROC / HCA_QP_PAGE, reclaim_qp, &a);
 	hca_xrc_reclaim(seg, slot);
 }
 
@@ -171,8 +181,14 @@ static void reclaim_slot(struct hca_seg *seg, uint16_t slot, uint32_t gen)
 {
 	struct hca_proc *p = &seg->procs[slot];
 
+	uint32_t st;
+
 	hca_seg_lock(seg);
-	if (p->gen == gen && atomic_load(&p->state) == HCA_PROC_LIVE) {
+	st = atomic_load(&p->state);
+	/* DEAD under the lock: a reclaimer died half-way (its process
+	 * exited while its progress thread reclaimed); finish its work —
+	 * every step below skips what is already freed */
+	if (p->gen == gen && (st == HCA_PROC_LIVE || st == HCA_PROC_DEAD)) {
 		atomic_store(&p->state, HCA_PROC_DEAD);
 		reclaim_qps(seg, slot, gen);
 		reclaim_rest(seg, slot, gen);
@@ -197,11 +213,11 @@ static void scan_members(struct hca_dev *dev)
 	dev->members_seen = m;
 	for (uint16_t s = 0; s < HCA_MAX_PROCS; s++) {
 		struct hca_proc *pr = &seg->procs[s];
-		uint32_t gen = pr->gen;
+		uint32_t gen = pr->gen, st = atomic_load(&pr->state);
 
-		if (s == dev->slot || atomic_load(&pr->state) != HCA_PROC_LIVE)
+		if (s == dev->slot || st == HCA_PROC_FREE)
 			continue;
-		if (!hca_peer_alive(dev, s, gen))
+		if (st == HCA_PROC_DEAD || !hca_peer_alive(dev, s, gen))
 			reclaim_slot(seg, s, gen);
 	}
 }
@@ -217,12 +233,12 @@ void hca_dev_reap(struct hca_dev *dev)
 
 	for (uint16_t s = 0; s < HCA_MAX_PROCS; s++) {
 		struct hca_proc *pr = &seg->procs[s];
-		uint32_t gen = pr->gen;
+		uint32_t gen = pr->gen, st = atomic_load(&pr->state);
 		int fd;
 
-		if (s == dev->slot || atomic_load(&pr->state) != HCA_PROC_LIVE)
+		if (s == dev->slot || st == HCA_PROC_FREE)
 			continue;
-		fd = (int)syscall(SYS_pidfd_open, pr->pid, 0);
+		fd = st == HCA_PROC_DEAD ? -1 : (int)syscall(SYS_pidfd_open, pr->pid, 0);
 		if (fd >= 0) {
 			struct pollfd pf = { .fd = fd, .events = POLLIN };
 			bool dead = poll(&pf, 1, 0) != 0 ||
@@ -582,7 +598,26 @@ static void dev_free(struct hca_dev *dev)
 		close(dev->stop_fd);
 	if (dev->seg)
 		hca_seg_unmap(dev->seg, dev->seg_len);
+	if (dev->qp_tab)
+		munmap(dev->qp_tab, HCA_MAX_QP * sizeof(*dev->qp_tab));
+	if (dev->xrc_local)
+		munmap(dev->xrc_local, HCA_MAX_QP * sizeof(*dev->xrc_local));
 	free(dev);
+}
+
+static void *sparse_map(size_t len)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static int tables_map(struct hca_dev *dev)
+{
+	dev->qp_tab = sparse_map(HCA_MAX_QP * sizeof(*dev->qp_tab));
+	dev->xrc_local = sparse_map(HCA_MAX_QP * sizeof(*dev->xrc_local));
+	return dev->qp_tab && dev->xrc_local ? 0 : ENOMEM;
 }
 
 static struct hca_dev *dev_create(void)
@@ -598,6 +633,11 @@ static struct hca_dev *dev_create(void)
 	for (int s = 0; s < HCA_MAX_PROCS; s++)
 		dev->peers[s].pidfd = -1;
 	pthread_mutex_init(&dev->lock, NULL);
+	/* by QP number: 16 M slots of address space, pages touched where
+	 * our QPs are (tables_map) */
+	rc = tables_map(dev);
+	if (rc)
+		goto err;
 	dev->pid = getpid();
 	dev->no_cma = nc && *nc && strcmp(nc, "0");
 	rc = hca_host_net_probe(&dev->net);

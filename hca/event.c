@@ -133,7 +133,7 @@ void hca_raise_qp_event(struct hca_dev *dev, struct hca_qp_ent *e,
 			enum ibv_event_type type)
 {
 	struct hca_db_msg m = { .kind = HCA_DB_ASYNC_QP, .event = type,
-				.idx = (uint32_t)(e - dev->seg->qps),
+				.idx = e->num,
 				.id = atomic_load(&e->qpn) };
 
 	if (e->type != IBV_QPT_XRC_RECV) {
@@ -176,7 +176,10 @@ static bool qp_event_is_fatal(uint32_t ev)
 /* CQ overrun: the CQ is in error and so is every QP that completes to it. */
 static void cq_overrun(struct hca_dev *dev, struct hca_cq *cq)
 {
-	for (uint32_t i = 0; i < HCA_MAX_QP; i++) {
+	/* our own QPs only: an XRC target QP has no CQ */
+	uint32_t first = ((uint32_t)dev->slot + 1) << HCA_QPN_K_BITS;
+
+	for (uint32_t i = first; i < first + HCA_QP_PER_PROC; i++) {
 		struct hca_qp *qp = dev->qp_tab[i];
 
 		if (qp && (qp->scq == cq || qp->rcq == cq) &&
@@ -185,6 +188,19 @@ static void cq_overrun(struct hca_dev *dev, struct hca_cq *cq)
 			hca_ctx_queue_event(qp->ctx, IBV_EVENT_QP_FATAL, qp->user, 0);
 		}
 	}
+}
+
+/*
+ * A responder in another process that errs our QP stores ERR in its entry,
+ * then asks us (a doorbell) to flush it. The application may have reset
+ * and connected the QP again before the doorbell is read: the flush is
+ * then stale, and flushing would err the new connection — the receive
+ * just posted completes flushed, the peer's next SEND runs out of
+ * retries. The entry still reading ERR says it is not stale.
+ */
+static bool still_in_error(struct hca_qp *qp)
+{
+	return atomic_load(&qp->ent->state) == IBV_QPS_ERR;
 }
 
 /*
@@ -202,14 +218,14 @@ void hca_db_dispatch(struct hca_dev *dev, const struct hca_db_msg *m)
 	} else if (m->kind == HCA_DB_QP_FLUSH && m->idx < HCA_MAX_QP) {
 		struct hca_qp *qp = dev->qp_tab[m->idx];
 
-		if (qp && qp->qpn == m->id)
+		if (qp && qp->qpn == m->id && still_in_error(qp))
 			hca_qp_to_error(qp);
 	} else if (m->kind == HCA_DB_ASYNC_QP && m->idx < HCA_MAX_QP) {
 		struct hca_qp *qp = dev->qp_tab[m->idx];
 
 		if (!qp || qp->qpn != m->id)
 			return;
-		if (qp_event_is_fatal(m->event))
+		if (qp_event_is_fatal(m->event) && still_in_error(qp))
 			hca_qp_to_error(qp);
 		if (m->event == 0)
 			return;

@@ -90,10 +90,10 @@ struct hca_dev {
 	struct hca_qp *waiting;     /* QPs with a send WQE held back */
 	_Atomic uint64_t next_wake_ns;
 
-	struct hca_qp *qp_tab[HCA_MAX_QP];
+	struct hca_qp **qp_tab;     /* by QPN: HCA_MAX_QP, sparse (mmap) */
 	struct hca_cq *cq_tab[HCA_MAX_CQ];
 	struct hca_srq *srq_tab[HCA_MAX_SRQ];
-	uint16_t xrc_local[HCA_MAX_QP]; /* our handles on each XRC target QP */
+	uint16_t *xrc_local;    /* by QPN, sparse: our handles on each XRC target QP */
 	struct hca_ctx *ctxs;
 	struct hca_link link;
 	_Atomic int udp_qps;    /* QPs whose path is the UDP link: poll reads it */
@@ -401,6 +401,8 @@ void hca_xrc_reg(struct hca_seg *seg, struct hca_qp_ent *e, uint16_t slot, bool 
 bool hca_xrc_unreg_last(struct hca_seg *seg, struct hca_qp_ent *e, uint16_t slot);
 void hca_xrc_reclaim(struct hca_seg *seg, uint16_t slot);
 void hca_qp_ent_free(struct hca_seg *seg, struct hca_qp_ent *e, uint64_t rq_bytes);
+void hca_qp_ent_each(struct hca_seg *seg, uint32_t first_pg, uint32_t npg,
+		     void (*fn)(struct hca_seg *, struct hca_qp_ent *, void *), void *arg);
 
 /* link_udp.c, udp_req.c, udp_resp.c */
 int hca_link_init(struct hca_dev *dev);
