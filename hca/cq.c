@@ -55,9 +55,13 @@ static int cq_publish(struct hca_dev *dev, struct hca_cq *cq, uint32_t cap)
 		return ENOMEM;
 	hca_ring_init(hca_seg_ptr(seg, off), cap, sizeof(struct hca_cqe));
 	/* the inline pool is an accelerator: without room for it the CQ
-	 * still works, its payloads all going by CMA */
+	 * still works, its payloads all going by CMA. Pools never take the
+	 * upper half of the heap, nor more than HCA_INL_PROC_POOLS per
+	 * process, so that they never starve rings */
 	inl_bytes = hca_inl_pool_bytes(cap, &nslots, &max_len);
-	if (inl_bytes && (inl_off = hca_heap_alloc(seg, inl_bytes)))
+	if (inl_bytes && atomic_load(&dev->inl_cqs) < HCA_INL_PROC_POOLS &&
+	    seg->heap_bump + inl_bytes < seg->heap_size / 2 &&
+	    (inl_off = hca_heap_alloc(seg, inl_bytes)))
 		hca_inl_pool_init(hca_seg_ptr(seg, inl_off), nslots, max_len);
 	struct hca_cq_ent *e = &seg->cqs[idx];
 	e->inl_off = inl_off;

@@ -129,14 +129,15 @@ uint16_t hca_inl_put(struct hca_dev *dev, uint32_t cq_idx,
 		return 0;
 	h = atomic_load_explicit(&p->hint, memory_order_relaxed);
 	for (i = 0; i < p->nslots; i++) {
-		uint32_t k = (h + i) & (p->nslots - 1), want = INL_FREE;
+		uint32_t k = (h + i) % p->nslots, want = INL_FREE;
 
 		s = hca_inl_slot(p, k);
 		if (atomic_load_explicit(&s->state, memory_order_relaxed) == INL_FREE &&
 		    atomic_compare_exchange_strong_explicit(&s->state, &want, INL_FILLING,
 							    memory_order_acquire,
 							    memory_order_relaxed)) {
-			atomic_store_explicit(&p->hint, k + 1, memory_order_relaxed);
+			atomic_store_explicit(&p->hint, (k + 1) % p->nslots,
+					      memory_order_relaxed);
 			break;
 		}
 	}
@@ -153,7 +154,7 @@ uint16_t hca_inl_put(struct hca_dev *dev, uint32_t cq_idx,
 	to.iov_len = len;
 	hca_iov_copy(&to, 1, src, nsrc);
 	atomic_store_explicit(&s->state, INL_READY, memory_order_release);
-	return (uint16_t)(((h + i) & (p->nslots - 1)) + 1);
+	return (uint16_t)((h + i) % p->nslots + 1);
 }
 
 /*

@@ -154,9 +154,11 @@ struct hca_cqe {
  * protocol). HCA_INL_DEFAULT is the measured threshold (docs/datapath.md),
  * SOFTIB_INLINE_MAX overrides it up to HCA_INL_LIMIT.
  */
-#define HCA_INL_DEFAULT 8192
+#define HCA_INL_DEFAULT 16384
 #define HCA_INL_LIMIT   65536
-#define HCA_INL_SLOTS   32      /* at most, per CQ (fewer for a small CQ) */
+#define HCA_INL_SLOTS   30      /* at most, per CQ (fewer for a small CQ):
+				 * 30 slots of 16 KiB fill a 512 KiB block */
+#define HCA_INL_PROC_POOLS 64   /* pools a process may hold (32 MiB) */
 
 struct hca_inl_iov {
 	uint64_t addr;           /* in the CQ owner's address space */
@@ -169,7 +171,7 @@ struct hca_inl_slot {
 	uint64_t pad1[6];        /* the payload starts on a cache line */
 };
 struct hca_inl_pool {
-	uint32_t nslots;         /* power of two; written at create */
+	uint32_t nslots;         /* written at create */
 	uint32_t stride, max_len, pad;
 	uint64_t pad1[6];
 	_Atomic uint32_t hint;   /* where requesters look first */
