@@ -159,6 +159,9 @@ static void reclaim_rest(struct hca_seg *seg, uint16_t slot, uint32_t gen)
 			struct hca_ring *r = hca_seg_ptr(seg, e->ring_off);
 			atomic_store_explicit(&e->handle, 0, memory_order_release);
 			hca_heap_free(seg, e->ring_off, hca_ring_bytes(r->cap, r->stride - 8));
+			if (e->inl_off) /* its inline pool (cq_inline.c) */
+				hca_heap_free(seg, e->inl_off, e->inl_bytes);
+			e->inl_off = 0;
 		}
 	}
 	for (uint32_t i = 0; i < HCA_MAX_SRQ; i++) {
@@ -506,6 +509,7 @@ static void *progress_main(void *arg)
 			} else if (tag == 1) {
 				drain_doorbell(dev);
 			} else if (tag == 2) {
+				hca_inl_sweep(dev); /* data lands without a poll */
 				if (read(dev->timer_fd, &v, sizeof(v)) < 0)
 					continue;
 				scan_members(dev);

@@ -304,6 +304,7 @@ int hca_chan_get_event(struct hca_chan *ch, void **cq_user)
 		/* an event for a CQ destroyed since is not delivered */
 		if (!cq || cq->handle != m.handle || cq->chan != ch)
 			continue;
+		hca_cq_event_read(cq); /* the next wake may be sent (cq.c) */
 		/*
 		 * Completions that raised an event may have been polled already
 		 * (work done inside post_send completes before the application

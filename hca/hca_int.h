@@ -102,6 +102,7 @@ struct hca_dev {
 	_Atomic uint32_t polls;    /* CQ polls, counted without a lock */
 	_Atomic uint32_t polls_at_arm; /* ... when a CQ was last armed */
 	bool link_paused;       /* progress thread leaves the socket to pollers */
+	_Atomic int inl_cqs;    /* our CQs with an inline pool (cq_inline.c) */
 };
 
 struct hca_ctx {
@@ -144,21 +145,58 @@ struct hca_cqe {
 	uint32_t imm, qp_num, src_qp, wc_flags;
 	uint16_t pkey_index, slid;
 	uint8_t sl, dlid_path_bits;
+	uint16_t inl;            /* payload waits in inline slot inl - 1 of the
+				  * CQ's pool (cq_inline.c); 0: none */
 };
+
+/*
+ * Inline receive pool of a CQ, in the segment (cq_inline.c states the
+ * protocol). HCA_INL_DEFAULT is the measured threshold (docs/datapath.md),
+ * SOFTIB_INLINE_MAX overrides it up to HCA_INL_LIMIT.
+ */
+#define HCA_INL_DEFAULT 16384
+#define HCA_INL_LIMIT   65536
+#define HCA_INL_SLOTS   30      /* at most, per CQ (fewer for a small CQ):
+				 * 30 slots of 16 KiB fill a 512 KiB block */
+#define HCA_INL_PROC_POOLS 64   /* pools a process may hold (32 MiB) */
+
+struct hca_inl_iov {
+	uint64_t addr;           /* in the CQ owner's address space */
+	uint32_t len, lkey;
+};
+struct hca_inl_slot {
+	_Atomic uint32_t state;
+	uint32_t niov, len, pad;
+	struct hca_inl_iov iov[HCA_MAX_SGE];
+	uint64_t pad1[6];        /* the payload starts on a cache line */
+};
+struct hca_inl_pool {
+	uint32_t nslots;         /* written at create */
+	uint32_t stride, max_len, pad;
+	uint64_t pad1[6];
+	_Atomic uint32_t hint;   /* where requesters look first */
+	uint32_t pad2[15];
+};
+
+static inline struct hca_inl_slot *hca_inl_slot(struct hca_inl_pool *p, uint32_t k)
+{
+	return (struct hca_inl_slot *)((char *)p + 128 + (uint64_t)k * p->stride);
+}
 
 struct hca_cq {
 	struct hca_ctx *ctx;
 	uint32_t idx, handle;
 	struct hca_cq_ent *ent;
-	struct hca_ring *ring;
+	struct hca_ring *_Atomic ring;  /* swapped by resize; polls load it */
 	uint64_t ring_size;
 	int cqe;
 	int flags;
 	struct hca_chan *chan;
 	int arm_solicited;      /* how the consumer last armed it */
 	void *user;
-	pthread_mutex_t poll_lock;
+	pthread_mutex_t poll_lock;  /* resize only: polls take no lock */
 	_Atomic int refs;       /* QPs on it */
+	_Atomic int udp_qps;    /* of them, with a UDP path: polls read the link */
 };
 
 /* One receive WQE as it sits in an RQ or SRQ ring. */
@@ -377,6 +415,19 @@ int hca_chan_signal(struct hca_dev *dev, uint16_t owner, uint32_t owner_gen,
 int hca_cq_push(struct hca_dev *dev, uint32_t cq_idx, const struct hca_cqe *c,
 		bool solicited);
 struct hca_cq_ent *hca_cq_ent(struct hca_dev *dev, uint32_t cq_idx);
+void hca_cq_event_read(struct hca_cq *cq);
+
+/* cq_inline.c */
+uint32_t hca_inl_max(void);
+uint64_t hca_inl_pool_bytes(uint32_t cq_cap, uint32_t *nslots, uint32_t *max_len);
+void hca_inl_pool_init(struct hca_inl_pool *p, uint32_t nslots, uint32_t max_len);
+uint16_t hca_inl_put(struct hca_dev *dev, uint32_t cq_idx,
+		     const struct iovec *src, int nsrc,
+		     const struct iovec *dst, const uint32_t *lkeys, int ndst,
+		     uint32_t len);
+void hca_inl_take(struct hca_dev *dev, struct hca_cq *cq, struct hca_cqe *c);
+void hca_inl_drop(struct hca_dev *dev, uint32_t cq_idx, uint16_t inl);
+void hca_inl_sweep(struct hca_dev *dev);
 
 /* srq.c */
 uint32_t hca_rwqe_body(uint32_t max_sge);

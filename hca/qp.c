@@ -266,8 +266,13 @@ static void qp_refs(struct hca_qp *qp, int d)
 
 static void qp_free_private(struct hca_qp *qp)
 {
-	if (qp->udp)
+	if (qp->udp) {
 		atomic_fetch_sub(&qp->dev->udp_qps, 1);
+		if (qp->scq)
+			atomic_fetch_sub(&qp->scq->udp_qps, 1);
+		if (qp->rcq)
+			atomic_fetch_sub(&qp->rcq->udp_qps, 1);
+	}
 	free(qp->rbuf);
 	free(qp->rdbuf);
 	pthread_mutex_destroy(&qp->resp_lock);
@@ -569,8 +574,16 @@ static void qp_path_set(struct hca_qp *qp)
 	bool was = qp->udp;
 
 	hca_udp_path_set(qp);
-	if (qp->udp != was)
-		atomic_fetch_add(&qp->dev->udp_qps, qp->udp ? 1 : -1);
+	if (qp->udp != was) {
+		int d = qp->udp ? 1 : -1;
+
+		atomic_fetch_add(&qp->dev->udp_qps, d);
+		/* which CQs' busy polls read the link (cq.c poll_link) */
+		if (qp->scq)
+			atomic_fetch_add(&qp->scq->udp_qps, d);
+		if (qp->rcq)
+			atomic_fetch_add(&qp->rcq->udp_qps, d);
+	}
 }
 
 int hca_qp_query(struct hca_qp *qp, struct ibv_qp_attr *attr, int mask,

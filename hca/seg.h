@@ -35,7 +35,7 @@
 #include "hca_limits.h"
 
 #define HCA_SEG_MAGIC   0x534f46544942ULL /* "SOFTIB" */
-#define HCA_SEG_VERSION 13
+#define HCA_SEG_VERSION 14
 /* The heap is sized at creation to the host's RAM (sparse: tmpfs pages on
  * touch), at least HCA_HEAP_MIN_SIZE and at most HCA_HEAP_MAX_SIZE. */
 #define HCA_HEAP_MIN_SIZE (1ULL << 31)
@@ -134,6 +134,12 @@ struct hca_cq_ent {
 	uint32_t chan;                 /* channel id in owner, 0 = none */
 	_Atomic uint32_t overrun;
 	uint32_t stamp;                /* completions carry a timestamp */
+	/* inline receive pool (cq_inline.c), 0 if none: written at create */
+	uint64_t inl_off, inl_bytes;
+	/* a channel datagram for this CQ is queued and not yet read: set
+	 * 0 -> 1 by the producer that sends it, cleared by the owner as it
+	 * reads it (so a burst never overflows the channel's queue) */
+	_Atomic uint32_t ev_pending;
 };
 
 struct hca_srq_ent {
