@@ -282,6 +282,7 @@ static void timer_arm(struct hca_dev *dev, uint64_t when, uint64_t now)
 	its.it_value.tv_sec = (time_t)(d / 1000000000ULL);
 	its.it_value.tv_nsec = (long)(d % 1000000000ULL);
 	timerfd_settime(dev->timer_fd, 0, &its, NULL);
+	dev->timer_at = now + d;
 }
 
 /*
@@ -411,12 +412,83 @@ void hca_dev_wait_remove(struct hca_dev *dev, struct hca_qp *qp)
 
 /* ---- the progress thread ---- */
 
+/*
+ * Arm or disarm the thread's one-shot watch of the link socket (a no-op
+ * when it already is as asked). Under link_watch_lock, so that two
+ * threads' epoll_ctl calls cannot cross and leave the flag wrong.
+ */
+static void link_watch_locked(struct hca_dev *dev, bool on)
+{
+	struct epoll_event ev = { .events = on ? EPOLLIN | EPOLLONESHOT : EPOLLONESHOT,
+				  .data.u64 = 3 };
+
+	if (dev->link_watched == on)
+		return;
+	dev->link_watched = on;
+	epoll_ctl(dev->epfd, EPOLL_CTL_MOD, dev->link.fd, &ev);
+}
+
+/* The thread watches the socket again, unless an application thread
+ * sleeps on it itself. */
 static void link_rearm(struct hca_dev *dev)
 {
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT, .data.u64 = 3 };
-
 	dev->link_paused = false;
-	epoll_ctl(dev->epfd, EPOLL_CTL_MOD, dev->link.fd, &ev);
+	pthread_mutex_lock(&dev->link_watch_lock);
+	if (!dev->link_sleepers)
+		link_watch_locked(dev, true);
+	pthread_mutex_unlock(&dev->link_watch_lock);
+}
+
+/*
+ * An application thread is about to sleep for a completion
+ * (hca_chan_get_event) and will watch the link socket itself: the
+ * datagram that brings its completion then wakes it alone, not the
+ * progress thread first and the application after it through the
+ * channel — two wake-ups per message, and on a 2-core machine the second
+ * waits for the first to give up its CPU. Returns whether the caller is
+ * to watch the socket (then hca_dev_link_sleep_end when it wakes).
+ */
+bool hca_dev_link_sleep_begin(struct hca_dev *dev)
+{
+	if (dev->link.fd < 0 || !dev->progress_started ||
+	    !atomic_load_explicit(&dev->udp_qps, memory_order_relaxed))
+		return false;
+	pthread_mutex_lock(&dev->link_watch_lock);
+	if (!dev->link_sleepers++)
+		link_watch_locked(dev, false);
+	pthread_mutex_unlock(&dev->link_watch_lock);
+	return true;
+}
+
+/*
+ * The last sleeper woke: the application will poll the CQ, answer, arm
+ * the CQ and most likely sleep here again within microseconds. Watched
+ * by the thread meanwhile, the socket would wake it for the next
+ * datagram — the very wake-up sleeping on the socket avoids. So the
+ * socket is left to the application as to a busy poller (link_paused),
+ * and the thread's timer looks within a grace: an application that went
+ * off to compute instead gets its socket watched again then.
+ */
+void hca_dev_link_sleep_end(struct hca_dev *dev)
+{
+	uint64_t now = hca_now_ns();
+	bool last;
+
+	pthread_mutex_lock(&dev->link_watch_lock);
+	last = !--dev->link_sleepers;
+	if (last) {
+		atomic_store(&dev->poll_ns, now);
+		atomic_store(&dev->sleeper_ns, now);
+		dev->link_paused = true;
+	}
+	pthread_mutex_unlock(&dev->link_watch_lock);
+	if (!last)
+		return;
+	pthread_mutex_lock(&dev->lock);
+	/* a timer due within a recheck will do: arming one costs a call */
+	if (dev->timer_at <= now || dev->timer_at > now + HCA_POLL_RECHECK_NS)
+		timer_arm(dev, now + HCA_POLL_RECHECK_NS, now);
+	pthread_mutex_unlock(&dev->lock);
 }
 
 /*
@@ -458,11 +530,20 @@ static void timers_reclaim(struct hca_dev *dev)
 /* The application will block (it armed a CQ): the socket is the thread's. */
 void hca_dev_link_handover(struct hca_dev *dev)
 {
+	uint64_t slept = atomic_load(&dev->sleeper_ns);
+
+	/* an application cycling through hca_chan_get_event sleeps on the
+	 * socket itself: left with it (hca_dev_link_sleep_end) */
+	if (slept && hca_now_ns() - slept < HCA_POLL_GRACE_NS)
+		return;
 	atomic_store(&dev->polls_at_arm, atomic_load(&dev->polls));
 	atomic_store(&dev->poll_ns, 0);
 	if (dev->link.fd >= 0 && dev->progress_started) {
-		link_rearm(dev);
-		timers_reclaim(dev);
+		bool paused = dev->link_paused;
+
+		link_rearm(dev); /* no system call if already watched */
+		if (paused) /* a poller ran the timers: they are ours again */
+			timers_reclaim(dev);
 	}
 }
 
@@ -519,6 +600,10 @@ static void *progress_main(void *arg)
 					link_paused_tick(dev);
 				hca_dev_run_waiting(dev);
 			} else if (tag == 3) {
+				/* one-shot: the kernel disarmed the watch */
+				pthread_mutex_lock(&dev->link_watch_lock);
+				dev->link_watched = false;
+				pthread_mutex_unlock(&dev->link_watch_lock);
 				link_wake(dev);
 			} else if (tag & 0x100000000ULL) {
 				peer_died(dev, (uint16_t)(tag & 0xffff));
@@ -548,6 +633,7 @@ static int progress_start(struct hca_dev *dev)
 		ev.events = EPOLLIN | EPOLLONESHOT;
 		ev.data.u64 = 3;
 		epoll_ctl(dev->epfd, EPOLL_CTL_ADD, dev->link.fd, &ev);
+		dev->link_watched = true;
 	}
 	timerfd_settime(dev->timer_fd, 0, &its, NULL);
 	if (pthread_create(&dev->progress, NULL, progress_main, dev))
@@ -637,6 +723,7 @@ static struct hca_dev *dev_create(void)
 	for (int s = 0; s < HCA_MAX_PROCS; s++)
 		dev->peers[s].pidfd = -1;
 	pthread_mutex_init(&dev->lock, NULL);
+	pthread_mutex_init(&dev->link_watch_lock, NULL);
 	/* by QP number: 16 M slots of address space, pages touched where
 	 * our QPs are (tables_map) */
 	rc = tables_map(dev);

@@ -103,6 +103,14 @@ struct hca_dev {
 	_Atomic uint32_t polls_at_arm; /* ... when a CQ was last armed */
 	bool link_paused;       /* progress thread leaves the socket to pollers */
 	_Atomic int inl_cqs;    /* our CQs with an inline pool (cq_inline.c) */
+	/* the progress thread's one-shot watch of the link socket: whether
+	 * it is armed, and how many application threads sleep on the socket
+	 * themselves meanwhile (hca_chan_get_event), under link_watch_lock */
+	pthread_mutex_t link_watch_lock;
+	bool link_watched;
+	int link_sleepers;
+	_Atomic uint64_t sleeper_ns; /* when the last sleeper woke */
+	uint64_t timer_at;      /* the timer's next expiry, under lock */
 };
 
 struct hca_ctx {
@@ -460,6 +468,7 @@ int hca_link_init(struct hca_dev *dev);
 void hca_link_fini(struct hca_dev *dev);
 void hca_link_tick(struct hca_dev *dev);
 void hca_link_rx(struct hca_dev *dev, bool wait);
+void hca_link_rx_sleeper(struct hca_dev *dev);
 void hca_link_inject(struct hca_dev *dev, const uint8_t *pkt, size_t len, uint32_t saddr);
 int hca_link_send(struct hca_dev *dev, uint32_t daddr, uint8_t *pkt, size_t hdr_len,
 		  size_t plen);
@@ -474,6 +483,9 @@ void hca_udp_resp_rx(struct hca_qp *qp, const struct hca_wire_hdr *h,
 		     const uint8_t *pl, size_t plen, uint32_t saddr);
 void hca_udp_sq_progress(struct hca_qp *qp);
 void hca_udp_ack_flush(struct hca_qp *qp);
+bool hca_udp_ack_take(struct hca_qp *qp, struct hca_wire_hdr *h, uint32_t *daddr);
+int hca_link_send_pair(struct hca_dev *dev, uint32_t daddr, uint8_t *pkt, size_t hdr_len,
+		       size_t plen, uint8_t *pkt2, size_t hdr_len2);
 void hca_udp_ack_flush_asked(struct hca_qp *qp);
 /* Which owed ACKs a flush sends (udp_ack.c). */
 enum hca_ack_flush {
@@ -489,11 +501,15 @@ void hca_link_acks_flush_locked(struct hca_dev *dev, enum hca_ack_flush what);
 void hca_link_forget(struct hca_dev *dev, struct hca_qp *qp);
 int hca_link_peer_fd(struct hca_link *l, uint32_t daddr, uint16_t dport);
 int hca_link_peer_send(int fd, const uint8_t *p, size_t len);
+int hca_link_peer_send2(int fd, const uint8_t *p, size_t len, const uint8_t *p2,
+			size_t len2);
 struct sockaddr_in;
 long hca_sys_send(int fd, const void *p, size_t len);
 long hca_sys_recvfrom(int fd, void *p, size_t len, struct sockaddr_in *from);
 void hca_link_peers_close(struct hca_link *l);
 void hca_dev_link_handover(struct hca_dev *dev);
+bool hca_dev_link_sleep_begin(struct hca_dev *dev);
+void hca_dev_link_sleep_end(struct hca_dev *dev);
 
 /* A run of equal packets for one peer, sent as one UDP GSO buffer
  * (link_gso.c); its bytes live in a per-thread buffer until flushed. */
