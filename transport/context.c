@@ -239,6 +239,9 @@ SIB_API sib_status_t sib_context_create(const struct sib_context_params *p,
 		return SIB_ERR_INVALID_PARAM;
 	}
 	c->host_key = host_key();
+	c->job_hash = 1469598103934665603ull;
+	for (const char *q = c->job_key; *q; q++)
+		c->job_hash = (c->job_hash ^ (uint8_t)*q) * 1099511628211ull;
 	topo_load(c);
 	*out = c;
 	return SIB_OK;

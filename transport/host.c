@@ -398,6 +398,11 @@ void sib_host_send_done(sib_worker_t *w, struct ibv_wc *wc)
 		 * the far domain does not know is a process that left. */
 		dead = wc->status == IBV_WC_REM_INV_REQ_ERR ||
 		       (h->local && pid_dead(r->ep)) || ++r->resends > 3;
+		if (getenv("SIB_DEBUG"))
+			sib_log("send to %u: %s (pid %s), %s", r->ep->id,
+				ibv_wc_status_str(wc->status),
+				pid_dead(r->ep) ? "dead" : "alive",
+				dead ? "peer failed" : "sent again");
 		if (dead) {
 			sib_send_finished(w, r, SIB_ERR_PEER_FAILED);
 			sib_ep_fail(w, r->ep);
@@ -523,16 +528,27 @@ static void hs_timer(sib_worker_t *w, struct sib_host *h, uint64_t now)
 	hs_request(w, h);
 }
 
+/*
+ * Is a peer still there?  On my host, kill(pid, 0) answers at once and
+ * costs one system call: every known peer is checked.  On another host a
+ * UD ping, only toward peers I wait for (a receive naming them, or
+ * wildcard receives while they have talked to me): 10 pings unanswered,
+ * 3 s, and the peer has failed.  Under PMIx, its events say it sooner.
+ */
 static void liveness(sib_worker_t *w, struct sib_ep *ep, uint64_t now)
 {
 	struct sib_hs ping = { .type = SIB_HS_PING };
 
-	if (!ep->has_addr || ep->failed || !ep->rx_named || now < ep->ping_next_ms)
+	if (!ep->has_addr || ep->failed || now < ep->ping_next_ms)
 		return;
 	ep->ping_next_ms = now + PING_MS;
 	if (ep->addr.host == w->ctx->host_key) {
 		if (pid_dead(ep))
 			sib_ep_fail(w, ep);
+		return;
+	}
+	if (!ep->rx_named && !(w->rx_wild && (ep->rx_seq || ep->tx_issued))) {
+		ep->ping_missed = 0;
 		return;
 	}
 	if (++ep->ping_missed > PING_MISSES) {

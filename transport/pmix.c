@@ -150,7 +150,9 @@ SIB_API sib_status_t sib_init_pmix(const struct sib_context_params *p,
 	job->rank = me.rank;
 	if (p)
 		cp = *p;
-	if (!cp.job_key)
+	/* the job's key: given, else SIB_JOB_KEY (so that processes started
+	 * outside mpirun can join: they set the same), else the namespace */
+	if (!cp.job_key && !getenv("SIB_JOB_KEY"))
 		cp.job_key = me.nspace;
 	if ((st = sib_context_create(&cp, &job->ctx)))
 		goto err_pmix;

@@ -100,6 +100,7 @@ struct sib_addr {
 	uint16_t lid;
 	uint16_t nclasses;
 	uint32_t ud_qpn;
+	uint64_t job;        /* hash of the job key: one job, one XRC domain */
 	uint32_t class_size[SIB_MAX_CLASSES];
 	uint32_t srqn[SIB_MAX_CLASSES];
 };
@@ -116,6 +117,7 @@ struct sib_context {
 	void *topo;              /* hwloc_topology_t, NULL if it failed */
 	int package;             /* package of the cpus we run on, -1 unknown */
 	uint64_t host_key;
+	uint64_t job_hash;
 	unsigned nworkers;
 };
 
@@ -171,7 +173,7 @@ struct sib_request {
 	enum sib_req_kind kind;
 	sib_worker_t *w;
 	struct sib_ep *ep;
-	bool done, freed, counted;
+	bool done, freed, wild;
 	struct sib_tag_status st;
 	sib_send_cb_t send_cb;
 	sib_recv_cb_t recv_cb;
@@ -256,6 +258,7 @@ struct sib_worker {
 	sib_link_t hosts, eps;
 	uint32_t send_qps;
 	uint32_t inflight;       /* WRs on every send QP (bounded by the CQ) */
+	uint32_t rx_wild;        /* posted receives from any source */
 	sib_link_t ahs;          /* UD address handles, cached */
 	struct sib_mq mq;
 	struct sib_am_slot am[SIB_AM_MAX_ID];

@@ -72,6 +72,13 @@ SIB_API sib_status_t sib_ep_create(sib_worker_t *w, const void *addr,
 	*out = NULL;
 	if ((st = addr_check(addr, len)))
 		return st;
+	if (a->job != w->ctx->job_hash) {
+		/* its SRQs are in another XRC domain: my receive QPs could
+		 * not reach them */
+		sib_log("address of worker %u is of another job (job key): "
+			"give every process the same SIB_JOB_KEY", a->id);
+		return SIB_ERR_INVALID_PARAM;
+	}
 	sib_lock(w);
 	ep = sib_ep_get(w, a->id);
 	if (!ep) {
@@ -175,11 +182,13 @@ void sib_send_finished(sib_worker_t *w, struct sib_request *r, sib_status_t st)
 	} else if (r->data && r->data != r->inl) {
 		free(r->data);
 	}
+	struct sib_ep *ep = r->ep;   /* r may be gone after completion */
+
 	r->slot = -1;
 	r->data = NULL;
-	r->ep->tx_done++;
+	ep->tx_done++;
 	sib_req_complete(r, st);
-	flushes_check(r->ep);
+	flushes_check(ep);
 }
 
 static void recv_finish(sib_worker_t *w, struct sib_request *r, uint32_t src,
@@ -192,11 +201,12 @@ static void recv_finish(sib_worker_t *w, struct sib_request *r, uint32_t src,
 		memcpy(r->buf, data, n);
 	if (r->ep && r->ep->rx_named)
 		r->ep->rx_named--;
+	if (r->wild && w->rx_wild)
+		w->rx_wild--;
 	r->st.source = src;
 	r->st.ctx_id = ctx;
 	r->st.tag = tag;
 	r->st.length = len;
-	(void)w;
 	sib_req_complete(r, len > r->len ? SIB_ERR_TRUNCATED : SIB_OK);
 }
 
@@ -458,6 +468,9 @@ SIB_API sib_status_t sib_tag_recv_nb(sib_worker_t *w, void *buf, size_t len,
 	} else if (ep) {
 		r->ep = ep;
 		ep->rx_named++;
+	} else {
+		r->wild = true;
+		w->rx_wild++;
 	}
 	sib_unlock(w);
 	return SIB_OK;
@@ -557,20 +570,24 @@ SIB_API sib_status_t sib_request_wait(sib_request_t *r, struct sib_tag_status *s
 SIB_API sib_status_t sib_request_cancel(sib_request_t *r)
 {
 	sib_status_t st = SIB_OK;
+	sib_worker_t *w;
 
 	if (!r)
 		return SIB_ERR_INVALID_PARAM;
-	sib_lock(r->w);
+	w = r->w;   /* r may be released by its completion */
+	sib_lock(w);
 	if (r->done)
 		st = SIB_OK;   /* too late: nothing to do */
 	else if (r->kind != SIB_REQ_RECV)
 		st = SIB_ERR_BUSY;
-	else if (sib_mq_cancel(&r->w->mq, &r->mrecv) == 0) {
+	else if (sib_mq_cancel(&w->mq, &r->mrecv) == 0) {
 		if (r->ep && r->ep->rx_named)
 			r->ep->rx_named--;
+		if (r->wild && w->rx_wild)
+			w->rx_wild--;
 		sib_req_complete(r, SIB_ERR_CANCELED);
 	}
-	sib_unlock(r->w);
+	sib_unlock(w);
 	return st;
 }
 

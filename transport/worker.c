@@ -472,6 +472,7 @@ SIB_API sib_status_t sib_worker_get_address(sib_worker_t *w, void **out,
 	a->lid = w->port.lid;
 	a->nclasses = (uint16_t)w->nclasses;
 	a->ud_qpn = w->ud->qp_num;
+	a->job = w->ctx->job_hash;
 	for (uint32_t i = 0; i < w->nclasses; i++) {
 		a->class_size[i] = w->cls[i].size;
 		a->srqn[i] = w->cls[i].srqn;
