@@ -268,7 +268,10 @@ SIB_API sib_status_t sib_worker_create(sib_context_t *ctx,
 	sib_list_init(&w->tqps);
 	sib_list_init(&w->ahs);
 	sib_list_init(&w->slot_wait);
-	sib_mq_init(&w->mq);
+	if (sib_mq_init(&w->mq)) {
+		free(w);
+		return SIB_ERR_NO_MEMORY;
+	}
 	w->token_next = (uint32_t)getpid() << 12;
 	st = worker_setup(w);
 	if (st) {
