@@ -160,9 +160,14 @@ struct sib_op_params {
 
 /*
  * Non-blocking tagged send of `len` bytes at `buf` (the buffer may be
- * reused as soon as the call returns: it is copied).  Returns SIB_INPROGRESS
- * with *req set (complete it with test/wait, then sib_request_free), or an
- * error with *req NULL.  A callback runs from progress when it completes.
+ * reused as soon as the call returns: it is copied).  Returns SIB_OK with
+ * *req set (complete it with test/wait, then sib_request_free; or free it
+ * at once and let it go by itself), or an error with *req NULL.  The send
+ * completes when the receiver's HCA has the message (SIB_OK) or with
+ * SIB_ERR_PEER_FAILED.  The same for every call below that makes a
+ * request.  A callback (op) runs exactly once per request, from progress,
+ * or from inside the starting call when it completes at once (a receive
+ * whose message has already arrived).
  */
 SIB_API sib_status_t sib_tag_send_nb(sib_ep_t *ep, const void *buf,
 				     size_t len, uint64_t tag, uint32_t ctx_id,

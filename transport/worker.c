@@ -305,6 +305,20 @@ SIB_API sib_status_t sib_worker_destroy(sib_worker_t *w)
 	return SIB_OK;
 }
 
+/* Take every arrived message now: each gives its SRQ buffer back. */
+static int rx_drain(sib_worker_t *w)
+{
+	struct ibv_wc wc[32];
+	int n, total = 0;
+
+	while ((n = ibv_poll_cq(w->rcq, 32, wc)) > 0) {
+		for (int i = 0; i < n; i++)
+			sib_rx(w, &wc[i]);
+		total += n;
+	}
+	return total;
+}
+
 static void async_events(sib_worker_t *w)
 {
 	struct ibv_async_event ev;
@@ -316,6 +330,7 @@ static void async_events(sib_worker_t *w)
 			 * each message is taken, so this only fires when we have
 			 * not been progressing or AM handlers hold buffers) */
 			w->c.srq_limit_events++;
+			w->c.srq_refills += rx_drain(w);
 			for (uint32_t i = 0; i < w->nclasses; i++)
 				if (w->cls[i].srq == ev.element.srq)
 					srq_arm_limit(&w->cls[i]);
@@ -349,11 +364,7 @@ int sib_progress_locked(sib_worker_t *w)
 	int n, total = 0;
 	uint64_t now;
 
-	while ((n = ibv_poll_cq(w->rcq, 32, wc)) > 0) {
-		for (int i = 0; i < n; i++)
-			sib_rx(w, &wc[i]);
-		total += n;
-	}
+	total += rx_drain(w);
 	while ((n = ibv_poll_cq(w->scq, 32, wc)) > 0) {
 		for (int i = 0; i < n; i++)
 			sib_host_send_done(w, &wc[i]);

@@ -49,6 +49,9 @@ per_pid=$(awk '$2 == "XRC_SEND" { n[$4]++ } END { for (p in n) print n[p] }' \
 	"$qps" 2>/dev/null | sort | uniq -c | tr -s ' ')
 check "softib qps: 8 processes with one XRC send QP each ($per_pid)" \
 	test "$per_pid" = " 8 1"
+check "softib sib: 8 workers, each with one XRC send QP serving one host" \
+	test "$(grep -c '^worker .*send_qps=1 send_qps_max=1 recv_qps=1 hosts_sent_to=1' \
+		"$qps.sib")" -eq 8
 check "libsib counters: send QPs = hosts sent to = 1" \
 	test "$(grep -c 'send_qps=1 send_qps_max=1 hosts_sent_to=1' "$log")" -eq 8
 

@@ -629,11 +629,13 @@ int main(int argc, char **argv)
 	if (qps_file && victim == UINT32_MAX) {
 		sib_job_fence(&job);
 		if (me == 0) {
-			char cmd[600];
+			char cmd[1400];
 
-			snprintf(cmd, sizeof(cmd), "%s qps > %s 2>&1",
-				 getenv("SOFTIB_TOOL") ? getenv("SOFTIB_TOOL") : "softib",
-				 qps_file);
+			const char *tool = getenv("SOFTIB_TOOL") ? getenv("SOFTIB_TOOL") :
+					   "softib";
+
+			snprintf(cmd, sizeof(cmd), "%s qps > %s 2>&1 && %s sib > %s.sib 2>&1",
+				 tool, qps_file, tool, qps_file);
 			if (system(cmd))
 				FAIL("softib qps failed");
 		}
