@@ -321,7 +321,8 @@ static void host_connect(sib_worker_t *w, struct sib_host *h)
 	hs_request(w, h);
 }
 
-/* Post what waits, in order, while the QP and the CQ have room. */
+/* Post what waits, in order, while the QP and the send CQ have room (one
+ * CQE per WR: every send is signalled). */
 static void host_kick(sib_worker_t *w, struct sib_host *h)
 {
 	if (h->state == SIB_CONN_IDLE && !sib_list_empty(&h->pending)) {
@@ -329,7 +330,7 @@ static void host_kick(sib_worker_t *w, struct sib_host *h)
 		return;
 	}
 	while (h->state == SIB_CONN_UP && !sib_list_empty(&h->pending) &&
-	       h->inflight < HOST_WINDOW && w->inflight < 4096 - 64) {
+	       h->inflight < HOST_WINDOW && w->inflight < (uint32_t)w->scq->cqe) {
 		struct sib_request *r = SIB_CONTAINER(h->pending.next,
 						      struct sib_request, qlink);
 		int rc;

@@ -77,6 +77,8 @@ kill "$mp" 2>/dev/null
 wait "$mp"
 ranks_ok "$log" 5 || cat "$log"
 check "3 hosts, rank 3 killed mid-run: 5 survivors finish" ranks_ok "$log" 5
+check "a receive naming the dead rank failed on each survivor" \
+	test "$(grep -c 'receive from dead rank 3: peer failed' "$log")" -eq 5
 grep -q 'joiner: ok' "$jlog" || cat "$jlog"
 check "a process joined mid-run on host 2 and exchanged with every rank (rc $jrc)" \
 	grep -q 'joiner: ok' "$jlog"

@@ -623,7 +623,27 @@ int main(int argc, char **argv)
 	sib_job_fence(&job);   /* every address file is there */
 	P.ndest = nprocs;
 	P.first = me;          /* spread: not everyone at rank 0 first */
+	/* a receive naming the victim, for a message it never sends: its
+	 * death must fail it (requests from a dead peer fail too) */
+	sib_request_t *vr = NULL;
+	uint8_t vb[8];
+
+	if (victim < nprocs && me != victim &&
+	    sib_tag_recv_nb(job.worker, vb, sizeof(vb), victim, 0, 0, 9, NULL, &vr))
+		FAIL("recv_nb from the victim");
 	run_traffic(&R, &P);
+	if (vr) {
+		struct sib_tag_status vst;
+		sib_status_t vs = sib_request_wait(vr, &vst);
+
+		if (vs != SIB_ERR_PEER_FAILED || vst.source != victim)
+			FAIL("a receive from the dead rank ended with %s",
+			     sib_status_string(vs));
+		else
+			printf("sib_alltoall rank %u: receive from dead rank %u: %s\n",
+			       me, victim, sib_status_string(vs));
+		sib_request_free(vr);
+	}
 	snprintf(who, sizeof(who), "rank %u", me);
 	check_counters(job.worker, who);
 	if (qps_file && victim == UINT32_MAX) {
