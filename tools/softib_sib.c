@@ -4,7 +4,8 @@
  * remote), its connections (which XRC send QP serves which host), the XRC
  * receive QPs it made for other hosts' senders, SRQ occupancy per size
  * class, and the counters of each protocol.  It reads the files libsib
- * publishes under /dev/shm (sib-stats-<uid>-<pid>-<id>, transport/stats.c);
+ * publishes under /dev/shm (sib-stats-<uid>-<SOFTIB_SEG_TAG>-<pid>-<id>,
+ * transport/stats.c: the workers of the segment this softib looks at);
  * files of processes that are gone are skipped (and removed).
  */
 #include <dirent.h>
@@ -48,7 +49,7 @@ static void show_file(const char *path)
 
 void show_sib(const struct view *v)
 {
-	char prefix[64], path[600];
+	char prefix[160], path[600];
 	struct dirent *d;
 	DIR *dir = opendir("/dev/shm");
 	int n = 0;
@@ -58,7 +59,8 @@ void show_sib(const struct view *v)
 		printf("no /dev/shm\n");
 		return;
 	}
-	snprintf(prefix, sizeof(prefix), "sib-stats-%u-", (unsigned)getuid());
+	snprintf(prefix, sizeof(prefix), "sib-stats-%u-%s-", (unsigned)getuid(),
+		 getenv("SOFTIB_SEG_TAG") ? getenv("SOFTIB_SEG_TAG") : "");
 	while ((d = readdir(dir))) {
 		int pid;
 

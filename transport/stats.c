@@ -1,7 +1,8 @@
 /*
  * stats.c: the runtime's counters.  sib_worker_query gives them to the
  * program (tests assert on them); the diagnostics file gives them to
- * `softib sib`: a text file per worker, /dev/shm/sib-stats-<uid>-<pid>-<id>,
+ * `softib sib`: a text file per worker,
+ * /dev/shm/sib-stats-<uid>-<SOFTIB_SEG_TAG>-<pid>-<id>,
  * rewritten (to a temporary name, then renamed: a reader never sees half)
  * at most every 500 ms from progress and on sib_worker_publish.
  * Format: one record per line, "kind key=value ...".
@@ -136,10 +137,15 @@ void sib_stats_publish(sib_worker_t *w)
 	char tmp[300];
 	FILE *f;
 
-	if (!w->stats_path[0])
+	if (!w->stats_path[0]) {
+		/* named after the softib segment too (SOFTIB_SEG_TAG): the
+		 * tool shows the workers of the segment it looks at */
+		const char *tag = getenv("SOFTIB_SEG_TAG");
+
 		snprintf(w->stats_path, sizeof(w->stats_path),
-			 "/dev/shm/sib-stats-%u-%d-%u", (unsigned)getuid(),
-			 (int)getpid(), w->id);
+			 "/dev/shm/sib-stats-%u-%s-%d-%u", (unsigned)getuid(),
+			 tag ? tag : "", (int)getpid(), w->id);
+	}
 	snprintf(tmp, sizeof(tmp), "%s.tmp", w->stats_path);
 	f = fopen(tmp, "w");
 	if (!f)
