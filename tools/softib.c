@@ -881,6 +881,7 @@ static void usage(FILE *f)
 		"  xrcds    XRC domains\n"
 		"  counters per-QP packets, retransmissions, NAKs, RNR NAKs, drops by\n"
 		"           cause; per-process UDP link packets and refusals by cause\n"
+		"  sib      libsib workers: endpoints, connections, SRQs, protocol counters\n"
 		"  all      all of the above\n");
 }
 
@@ -890,6 +891,8 @@ struct cmd {
 	const char *title;
 };
 
+void show_sib(const struct view *v);   /* softib_sib.c */
+
 static const struct cmd cmds[] = {
 	{ "procs", show_procs, "processes" },
 	{ "qps", show_qps, "queue pairs" },
@@ -898,6 +901,7 @@ static const struct cmd cmds[] = {
 	{ "mrs", show_mrs, "memory keys" },
 	{ "xrcds", show_xrcds, "XRC domains" },
 	{ "counters", show_counters, "counters" },
+	{ "sib", show_sib, "libsib workers (transport/)" },
 };
 
 #define NCMDS ((int)(sizeof(cmds) / sizeof(cmds[0])))
