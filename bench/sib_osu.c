@@ -16,7 +16,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "sib.h"
+#include "transport/sib.h"   /* installed as build/include/sib.h */
 
 static struct sib_job job;
 static sib_worker_t *W;
