@@ -3,7 +3,7 @@
  * on the first device — the figure that decides whether the runtime needs
  * a registration cache (docs/registration-cache.md).
  *
- *   reg_cost [-i ITERS] [-m MIN] [-M MAX] [-t]
+ *   reg_cost [-i ITERS] [-m MIN] [-M MAX] [-t] [-c]
  *
  * For each power-of-two size from -m (4k) to -M (64m): one buffer of that
  * size, mapped anonymous and touched once (so a page fault is not what is
@@ -13,6 +13,10 @@
  * minimum of each call in microseconds, and the median per MiB. -t also
  * times a registration of a buffer never touched (first-touch cost
  * included: what a real HCA pays in pinning, softib pays nothing).
+ * -c times the registration cache (transport/rcache.c) on the same
+ * buffer: a hit (sib_rcache_get + sib_rcache_put of a cached range) and a
+ * miss (the range dropped with sib_rcache_invalidate first, so the get
+ * registers, and the drop deregisters: what an unmap then a reuse costs).
  * Iterations shrink for the large sizes so that a run stays short.
  */
 #include <errno.h>
@@ -25,6 +29,7 @@
 #include <unistd.h>
 
 #include "bench_common.h"
+#include "rcache.h"
 
 const char bench_prog[] = "reg_cost";
 
@@ -98,20 +103,58 @@ static void measure(struct ibv_pd *pd, size_t len, int iters, int untouched)
 	free(dereg);
 }
 
+/* Median get+put of a cached range (hit), and of one just dropped (miss:
+ * invalidate + get + put, the invalidation's deregistration included). */
+static void measure_cache(struct sib_rcache *c, size_t len, int iters)
+{
+	uint64_t *hit = calloc(iters, sizeof(*hit));
+	uint64_t *miss = calloc(iters, sizeof(*miss));
+	void *buf = map_buf(len, 1);
+	struct ibv_mr *mr;
+	struct sib_rcache_entry *e;
+
+	if (!hit || !miss)
+		bench_die("out of memory");
+	for (int i = 0; i < iters; i++) {
+		uint64_t t0 = bench_now_ns();
+
+		sib_rcache_invalidate(c, buf, len);
+		e = sib_rcache_get(c, buf, len, ACCESS, &mr);
+		if (!e)
+			bench_die("sib_rcache_get: %s", strerror(errno));
+		sib_rcache_put(c, e);
+		uint64_t t1 = bench_now_ns();
+
+		e = sib_rcache_get(c, buf, len, ACCESS, &mr);
+		if (!e)
+			bench_die("sib_rcache_get: %s", strerror(errno));
+		sib_rcache_put(c, e);
+		miss[i] = t1 - t0;
+		hit[i] = bench_now_ns() - t1;
+	}
+	printf("%-10zu %7d %11.3f %11.3f   (rcache: hit get+put, miss "
+	       "invalidate+get+put)\n", len, iters, median_us(hit, iters),
+	       median_us(miss, iters));
+	munmap(buf, len);
+	free(hit);
+	free(miss);
+}
+
 int main(int argc, char **argv)
 {
 	uint64_t min = 4096, max = 64ull << 20;
-	int iters = 1000, untouched = 0, c;
+	int iters = 1000, untouched = 0, cache = 0, c;
 
-	while ((c = getopt(argc, argv, "i:m:M:t")) != -1) {
+	while ((c = getopt(argc, argv, "i:m:M:tc")) != -1) {
 		switch (c) {
 		case 'i': iters = atoi(optarg); break;
 		case 'm': min = bench_parse_size(optarg, "size"); break;
 		case 'M': max = bench_parse_size(optarg, "size"); break;
 		case 't': untouched = 1; break;
+		case 'c': cache = 1; break;
 		default:
 			fprintf(stderr, "usage: reg_cost [-i ITERS] [-m MIN] "
-					"[-M MAX] [-t]\n");
+					"[-M MAX] [-t] [-c]\n");
 			return 2;
 		}
 	}
@@ -143,6 +186,19 @@ int main(int argc, char **argv)
 		measure(pd, len, n, 0);
 		if (untouched)
 			measure(pd, len, n > 20 ? 20 : n, 1);
+	}
+	if (cache) {
+		struct sib_rcache *rc = sib_rcache_create(pd, NULL);
+
+		if (!rc)
+			bench_die("sib_rcache_create: %s", strerror(errno));
+		printf("# rcache: %s\n", sib_rcache_describe(rc));
+		printf("%-10s %7s %11s %11s\n", "# bytes", "iters", "hit_med",
+		       "miss_med");
+		for (uint64_t len = min; len <= max; len *= 2)
+			measure_cache(rc, len, len >= (1 << 20) ?
+				      (iters > 50 ? 50 : iters) : iters);
+		sib_rcache_destroy(rc);
 	}
 	ibv_dealloc_pd(pd);
 	ibv_close_device(ctx);
