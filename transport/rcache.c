@@ -444,6 +444,7 @@ struct sib_rcache_entry *sib_rcache_get(struct sib_rcache *c, void *addr,
 			}
 		}
 		if (!m || pend.stale) {
+			c->st.retries += m != NULL;
 			pthread_mutex_unlock(&c->lock);
 			if (m)
 				ibv_dereg_mr(m);

@@ -56,6 +56,8 @@ struct sib_rcache_stats {
 	uint64_t merges;        /* entries replaced by a wider one */
 	uint64_t uncached;      /* registrations made outside the cache
 				   (caching off, or larger than max_bytes) */
+	uint64_t retries;       /* misses started again: the range was
+				   unmapped while being registered */
 	uint64_t miss_ns;       /* total time of the misses (get to return) */
 	uint64_t miss_ns_max;
 	uint64_t entries;       /* entries in the cache now */

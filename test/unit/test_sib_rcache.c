@@ -17,6 +17,8 @@
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -552,6 +554,76 @@ static void test_threads(void)
 	CU_ASSERT_EQUAL(sib_rcache_destroy(mt_cache), 0);
 }
 
+/* Threads get and put the same ranges while another drops their pages
+ * with madvise again and again: gets race invalidations (the pending,
+ * stale-registration path), entries are invalidated while in use. Every
+ * get must cover what was asked; nothing may stay in use or leak (ASan). */
+static atomic_int race_stop, race_drops;
+
+static void *race_getter(void *arg)
+{
+	long id = (long)arg;
+
+	int drops0 = atomic_load(&race_drops);
+
+	/* Until both: enough rounds, and the dropper ran meanwhile. */
+	for (int i = 0;
+	     i < 4 * ROUNDS || atomic_load(&race_drops) < drops0 + 50; i++) {
+		size_t off = ((i + id) % 6) * PG, len = (1 + i % 3) * PG;
+		struct ibv_mr *mr;
+		struct sib_rcache_entry *e =
+			sib_rcache_get(mt_cache, mt_shared + off, len, RW, &mr);
+
+		if (!e || (char *)mr->addr > mt_shared + off ||
+		    (char *)mr->addr + mr->length < mt_shared + off + len)
+			return (void *)1;
+		sib_rcache_put(mt_cache, e);
+	}
+	return NULL;
+}
+
+static void *race_dropper(void *arg)
+{
+	while (!atomic_load(&race_stop)) {
+		madvise(mt_shared + 2 * PG, 2 * PG, MADV_DONTNEED);
+		atomic_fetch_add(&race_drops, 1);
+		sched_yield();
+	}
+	return NULL;
+}
+
+static void test_race_invalidation(void)
+{
+	pthread_t t[THREADS], d;
+
+	mt_cache = cache(0, 0, 4 * PG);
+	mt_shared = map(8);
+	atomic_store(&race_stop, 0);
+	atomic_store(&race_drops, 0);
+	CU_ASSERT_EQUAL_FATAL(pthread_create(&d, NULL, race_dropper, NULL), 0);
+	for (long i = 0; i < THREADS; i++)
+		CU_ASSERT_EQUAL_FATAL(
+			pthread_create(&t[i], NULL, race_getter, (void *)i), 0);
+	for (int i = 0; i < THREADS; i++) {
+		void *r;
+
+		pthread_join(t[i], &r);
+		CU_ASSERT_PTR_NULL(r);
+	}
+	atomic_store(&race_stop, 1);
+	pthread_join(d, NULL);
+	struct sib_rcache_stats s = stats(mt_cache);
+
+	CU_ASSERT_EQUAL(s.in_use, 0);
+	CU_ASSERT(atomic_load(&race_drops) >= 50);
+	printf("(invalidations %llu, misses started again %llu) ",
+	       (unsigned long long)s.invalidations,
+	       (unsigned long long)s.retries);
+	munmap(mt_shared, 8 * PG);
+	CU_ASSERT_EQUAL(stats(mt_cache).entries, 0);
+	CU_ASSERT_EQUAL(sib_rcache_destroy(mt_cache), 0);
+}
+
 static int add_suites(void)
 {
 	CU_pSuite s = CU_add_suite("sib_rcache", suite_init, suite_clean);
@@ -580,6 +652,7 @@ static int add_suites(void)
 		{"SIB_RCACHE=off", test_off_switch},
 		{"environment keys", test_env_keys},
 		{"threads", test_threads},
+		{"gets racing invalidations", test_race_invalidation},
 	};
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
 		if (!CU_add_test(s, tests[i].name, tests[i].fn))
