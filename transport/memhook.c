@@ -402,18 +402,20 @@ static void install(void)
 		return;
 	}
 	libc_curbrk = dlsym(libc, "__curbrk");
-	for (i = 0; i < P_MAX && rc == 0; i++) {
+	const char *bad = libc_curbrk ? NULL : "__curbrk";
+
+	for (i = 0; i < P_MAX && !bad; i++) {
 		patches[i].sym = names[i];
 		patches[i].hook = hooks[i];
 		rc = resolve(libc, &patches[i]);
+		if (rc)
+			bad = names[i];
 	}
-	if (rc == 0 && !libc_curbrk)
-		rc = ENOENT;
-	if (rc) {
-		install_status = rc == ENOENT ? ENOTSUP : rc;
+	if (bad) {
+		install_status = ENOTSUP;
 		snprintf(describe_buf, sizeof(describe_buf),
-			 "memory hooks off: libc symbol %s unusable (%s)",
-			 i > 0 ? names[i - 1] : "?", strerror(rc));
+			 "memory hooks off: libc symbol %s unusable (%s)", bad,
+			 rc == ENOTSUP ? "too short to patch" : "not found");
 		dlclose(libc);
 		return;
 	}
