@@ -96,7 +96,10 @@ struct patch {
 	void *hook;
 	uint8_t *target;        /* libc's entry point */
 	uint8_t saved[PATCH_LEN];
-	void *chain;            /* another library's hook found there, or NULL */
+	/* Another library's hook found there (at install, or written over
+	 * ours later: sib_memhook_verify), or NULL. */
+	void *_Atomic chain;
+	uint8_t code[PATCH_LEN]; /* our jump, as written */
 	bool applied;
 };
 
@@ -136,14 +139,35 @@ static long sys_result(long r)
 
 static struct patch patches[P_MAX];
 
+/* How deep this thread is inside our hook of each function. A nested
+ * call of the same function does not chain: a patcher that copied our
+ * jump into a trampoline of its own would otherwise bring us back to
+ * itself forever. initial-exec: no allocation on first use in a thread
+ * (the hooks run inside malloc). */
+static __thread unsigned char hook_depth[P_MAX]
+	__attribute__((tls_model("initial-exec")));
+
+static void *chain_enter(int i)
+{
+	return hook_depth[i]++ ? NULL :
+		atomic_load_explicit(&patches[i].chain, memory_order_acquire);
+}
+
+static void chain_leave(int i)
+{
+	hook_depth[i]--;
+}
+
 static int hook_munmap(void *addr, size_t len)
 {
 	report((uintptr_t)addr, len, SIB_MEM_UNMAP);
-	if (patches[P_MUNMAP].chain)
-		return ((int (*)(void *, size_t))patches[P_MUNMAP].chain)(addr,
-									  len);
-	return (int)sys_result(sys6(SYS_munmap, (long)addr, (long)len, 0, 0,
-				    0, 0));
+	void *chain = chain_enter(P_MUNMAP);
+	int r = chain ? ((int (*)(void *, size_t))chain)(addr, len)
+		      : (int)sys_result(sys6(SYS_munmap, (long)addr,
+					     (long)len, 0, 0, 0, 0));
+
+	chain_leave(P_MUNMAP);
+	return r;
 }
 
 static void *hook_mmap(void *addr, size_t len, int prot, int flags, int fd,
@@ -153,21 +177,24 @@ static void *hook_mmap(void *addr, size_t len, int prot, int flags, int fd,
 	 * whatever was mapped in the range first. */
 	if (flags & MAP_FIXED)
 		report((uintptr_t)addr, len, SIB_MEM_MAP_FIXED);
-	if (patches[P_MMAP].chain)
-		return ((void *(*)(void *, size_t, int, int, int, off_t))
-				patches[P_MMAP].chain)(addr, len, prot, flags,
-						       fd, off);
-	if (off & (sysconf(_SC_PAGESIZE) - 1)) { /* as glibc checks */
-		errno = EINVAL;
-		return MAP_FAILED;
-	}
-	long r = sys6(SYS_mmap, (long)addr, (long)len, prot, flags, fd, off);
+	void *chain = chain_enter(P_MMAP), *res;
 
-	if (sys_failed(r)) {
-		errno = (int)-r;
-		return MAP_FAILED;
+	if (chain) {
+		res = ((void *(*)(void *, size_t, int, int, int, off_t))chain)(
+			addr, len, prot, flags, fd, off);
+	} else if (off & (sysconf(_SC_PAGESIZE) - 1)) { /* as glibc checks */
+		errno = EINVAL;
+		res = MAP_FAILED;
+	} else {
+		long r = sys6(SYS_mmap, (long)addr, (long)len, prot, flags,
+			      fd, off);
+
+		if (sys_failed(r))
+			errno = (int)-r;
+		res = sys_failed(r) ? MAP_FAILED : (void *)r;
 	}
-	return (void *)r;
+	chain_leave(P_MMAP);
+	return res;
 }
 
 static void *hook_mremap(void *old, size_t old_len, size_t new_len,
@@ -187,18 +214,21 @@ static void *hook_mremap(void *old, size_t old_len, size_t new_len,
 	report((uintptr_t)old, old_len, SIB_MEM_REMAP);
 	if (flags & MREMAP_FIXED)
 		report((uintptr_t)new_addr, new_len, SIB_MEM_REMAP);
-	if (patches[P_MREMAP].chain)
-		return ((void *(*)(void *, size_t, size_t, int, ...))
-				patches[P_MREMAP].chain)(old, old_len, new_len,
-							 flags, new_addr);
-	long r = sys6(SYS_mremap, (long)old, (long)old_len, (long)new_len,
-		      flags, (long)new_addr, 0);
+	void *chain = chain_enter(P_MREMAP), *res;
 
-	if (sys_failed(r)) {
-		errno = (int)-r;
-		return MAP_FAILED;
+	if (chain) {
+		res = ((void *(*)(void *, size_t, size_t, int, ...))chain)(
+			old, old_len, new_len, flags, new_addr);
+	} else {
+		long r = sys6(SYS_mremap, (long)old, (long)old_len,
+			      (long)new_len, flags, (long)new_addr, 0);
+
+		if (sys_failed(r))
+			errno = (int)-r;
+		res = sys_failed(r) ? MAP_FAILED : (void *)r;
 	}
-	return (void *)r;
+	chain_leave(P_MREMAP);
+	return res;
 }
 
 static bool advice_drops_pages(int advice)
@@ -220,11 +250,14 @@ static int hook_madvise(void *addr, size_t len, int advice)
 {
 	if (advice_drops_pages(advice))
 		report((uintptr_t)addr, len, SIB_MEM_DONTNEED);
-	if (patches[P_MADVISE].chain)
-		return ((int (*)(void *, size_t, int))patches[P_MADVISE].chain)(
-			addr, len, advice);
-	return (int)sys_result(sys6(SYS_madvise, (long)addr, (long)len, advice,
-				    0, 0, 0));
+	void *chain = chain_enter(P_MADVISE);
+	int r = chain ? ((int (*)(void *, size_t, int))chain)(addr, len,
+							       advice)
+		      : (int)sys_result(sys6(SYS_madvise, (long)addr,
+					     (long)len, advice, 0, 0, 0));
+
+	chain_leave(P_MADVISE);
+	return r;
 }
 
 static int hook_brk(void *addr)
@@ -236,18 +269,26 @@ static int hook_brk(void *addr)
 			report((uintptr_t)addr, cur - (uintptr_t)addr,
 			       SIB_MEM_BRK);
 	}
-	if (patches[P_BRK].chain)
-		return ((int (*)(void *))patches[P_BRK].chain)(addr);
-	/* The kernel answers the break it has: the new one, or the old one
-	 * when it refuses. glibc keeps it in __curbrk for sbrk. */
-	uintptr_t r = (uintptr_t)sys6(SYS_brk, (long)addr, 0, 0, 0, 0, 0);
+	void *chain = chain_enter(P_BRK);
+	int res = 0;
 
-	*libc_curbrk = (void *)r;
-	if (r < (uintptr_t)addr) {
-		errno = ENOMEM;
-		return -1;
+	if (chain) {
+		res = ((int (*)(void *))chain)(addr);
+	} else {
+		/* The kernel answers the break it has: the new one, or the
+		 * old one when it refuses. glibc keeps it in __curbrk for
+		 * sbrk. */
+		uintptr_t r = (uintptr_t)sys6(SYS_brk, (long)addr, 0, 0, 0, 0,
+					      0);
+
+		*libc_curbrk = (void *)r;
+		if (r < (uintptr_t)addr) {
+			errno = ENOMEM;
+			res = -1;
+		}
 	}
-	return 0;
+	chain_leave(P_BRK);
+	return res;
 }
 
 /* The length of the System V segment attached at addr: the mappings of
@@ -303,9 +344,13 @@ static int hook_shmdt(const void *addr)
 	 * space rather than nothing. */
 	report((uintptr_t)addr, len ? len : (size_t)-(uintptr_t)addr - 1,
 	       SIB_MEM_SHMDT);
-	if (patches[P_SHMDT].chain)
-		return ((int (*)(const void *))patches[P_SHMDT].chain)(addr);
-	return (int)sys_result(sys6(SYS_shmdt, (long)addr, 0, 0, 0, 0, 0));
+	void *chain = chain_enter(P_SHMDT);
+	int r = chain ? ((int (*)(const void *))chain)(addr)
+		      : (int)sys_result(sys6(SYS_shmdt, (long)addr, 0, 0, 0,
+					     0, 0));
+
+	chain_leave(P_SHMDT);
+	return r;
 }
 
 /* Decodes a jump another patcher left at an entry point: the 13-byte r11
@@ -365,7 +410,7 @@ static int resolve(void *libc, struct patch *p)
 	    sym && sym->st_size && sym->st_size < PATCH_LEN)
 		return ENOTSUP;
 	memcpy(p->saved, p->target, PATCH_LEN);
-	p->chain = existing_jump(p->target);
+	atomic_store(&p->chain, existing_jump(p->target));
 	return 0;
 }
 
@@ -378,6 +423,7 @@ static int apply(struct patch *p)
 	code[10] = 0x41; /* jmp *%r11 */
 	code[11] = 0xff;
 	code[12] = 0xe3;
+	memcpy(p->code, code, PATCH_LEN);
 	int rc = write_code(p->target, code, PATCH_LEN);
 
 	p->applied = rc == 0;
@@ -441,7 +487,7 @@ static void install(void)
 	int chained = 0;
 
 	for (i = 0; i < P_MAX; i++)
-		chained += patches[i].chain != NULL;
+		chained += atomic_load(&patches[i].chain) != NULL;
 	install_status = 0;
 	snprintf(describe_buf, sizeof(describe_buf),
 		 "libc entry points patched (munmap mmap mremap madvise brk "
@@ -449,7 +495,62 @@ static void install(void)
 	/* libc stays open: the patches live in it. */
 }
 
+static pthread_mutex_t verify_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_bool hooks_lost;
+
+int sib_memhook_verify(void)
+{
+	int repatched = 0, lost = 0;
+
+	if (sib_memhook_install() || atomic_load(&hooks_lost))
+		return -1;
+	for (int i = 0; i < P_MAX; i++) { /* the common case: all ours */
+		if (memcmp(patches[i].target, patches[i].code, PATCH_LEN))
+			goto check;
+	}
+	return 0;
+check:
+	pthread_mutex_lock(&verify_lock);
+	for (int i = 0; i < P_MAX; i++) {
+		struct patch *p = &patches[i];
+
+		if (!memcmp(p->target, p->code, PATCH_LEN))
+			continue;
+		/* Written over since: by another patcher (chain to its
+		 * hook), or back to libc's original bytes (chain to what
+		 * was there before us). Anything else we cannot follow. */
+		void *other = existing_jump(p->target);
+
+		if (!other && memcmp(p->target, p->saved, PATCH_LEN)) {
+			lost++;
+			continue;
+		}
+		if (!other)
+			other = existing_jump(p->saved);
+		atomic_store_explicit(&p->chain, other, memory_order_release);
+		if (apply(p))
+			lost++;
+		else
+			repatched++;
+	}
+	if (lost) {
+		atomic_store(&hooks_lost, true);
+		snprintf(describe_buf, sizeof(describe_buf),
+			 "memory hooks lost: libc's code was changed under "
+			 "them");
+	}
+	pthread_mutex_unlock(&verify_lock);
+	/* Events went elsewhere for a while: every listener forgets all. */
+	report(0, SIZE_MAX, SIB_MEM_UNMAP);
+	return lost ? -1 : repatched;
+}
+
 #else /* !MEMHOOK_SUPPORTED */
+
+int sib_memhook_verify(void)
+{
+	return -1;
+}
 
 static void install(void)
 {

@@ -60,6 +60,17 @@ int sib_memhook_add(sib_memhook_fn fn, void *arg, int *id);
  * called again. */
 void sib_memhook_remove(int id);
 
+/* Checks that libc's entry points still jump to our hooks. Another
+ * library may patch them after us (UCX's ucm, Open MPI's patcher): then
+ * events go to its hooks only. Where it wrote a jump we can follow, our
+ * patch goes back on top and chains to it; either way every listener is
+ * told to forget everything (a report of the whole address space), since
+ * events were missed meanwhile. 0: all in place; > 0: that many patched
+ * again; -1: no hooks (never installed, or changed into code we cannot
+ * follow: a cache must stop caching). Cheap when all is in place (six
+ * 13-byte compares): rcache.c calls it on every get. */
+int sib_memhook_verify(void);
+
 /* One line saying how events are caught, or why they are not. */
 const char *sib_memhook_describe(void);
 

@@ -23,6 +23,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +41,7 @@ struct sib_rcache_entry {
 	uint64_t serial;
 	unsigned refs;          /* uses not yet put (cache lock) */
 	bool in_cache;          /* in the skip list (cache lock) */
+	bool uncached;          /* registered for one use, never cached */
 	struct sib_rcache_entry *lru_prev, *lru_next; /* in_cache && !refs */
 	struct sib_rcache_entry *dead_next;           /* to deregister */
 	int levels;
@@ -56,7 +58,7 @@ struct pending {
 struct sib_rcache {
 	struct ibv_pd *pd;
 	struct sib_rcache_params params;
-	bool caching;
+	atomic_bool caching;            /* false for good once hooks are lost */
 	int hook_id;
 	pthread_mutex_t lock;
 	struct sib_rcache_entry *head;  /* skip list sentinel, all levels */
@@ -345,6 +347,7 @@ static struct sib_rcache_entry *get_uncached(struct sib_rcache *c,
 	e->end = end;
 	e->access = access;
 	e->refs = 1;
+	e->uncached = true;
 	pthread_mutex_lock(&c->lock);
 	e->serial = ++c->serial;
 	c->st.uncached++;
@@ -385,9 +388,9 @@ static void miss_range(struct sib_rcache *c, uintptr_t *start, uintptr_t *end,
 	*end = e;
 }
 
-struct sib_rcache_entry *sib_rcache_get(struct sib_rcache *c, void *addr,
-					size_t len, int access,
-					struct ibv_mr **mr)
+static struct sib_rcache_entry *get_once(struct sib_rcache *c, void *addr,
+					 size_t len, int access,
+					 struct ibv_mr **mr)
 {
 	uint64_t t0 = now_ns();
 	uintptr_t ps = page_size();
@@ -399,7 +402,8 @@ struct sib_rcache_entry *sib_rcache_get(struct sib_rcache *c, void *addr,
 		errno = EINVAL;
 		return NULL;
 	}
-	if (!c->caching || end - start > c->params.max_bytes)
+	if (!atomic_load_explicit(&c->caching, memory_order_relaxed) ||
+	    end - start > c->params.max_bytes)
 		return get_uncached(c, start, end, access, mr);
 
 	for (int attempt = 0; attempt < GET_RETRIES; attempt++) {
@@ -492,6 +496,46 @@ struct sib_rcache_entry *sib_rcache_get(struct sib_rcache *c, void *addr,
 	return get_uncached(c, start, end, access, mr);
 }
 
+/*
+ * An entry is trusted only if our hooks were in place the whole time:
+ * another library may patch libc's entry points over ours (memhook.h), and
+ * the unmaps made since went to it alone. So after finding (or making) the
+ * entry, the hooks are checked; if they had been taken over, every
+ * listener has just dropped everything, this entry included, and the get
+ * starts again. Lost for good: caching stops.
+ */
+struct sib_rcache_entry *sib_rcache_get(struct sib_rcache *c, void *addr,
+					size_t len, int access,
+					struct ibv_mr **mr)
+{
+	for (int attempt = 0;; attempt++) {
+		bool cached = c && atomic_load_explicit(&c->caching,
+							memory_order_relaxed);
+		struct sib_rcache_entry *e = get_once(c, addr, len, access, mr);
+
+		if (!e || !cached || e->uncached)
+			return e;
+		int v = sib_memhook_verify();
+
+		if (v == 0)
+			return e;
+		if (v < 0 && atomic_exchange(&c->caching, false)) {
+			sib_rcache_invalidate(c, NULL, SIZE_MAX);
+			snprintf(c->describe, sizeof(c->describe),
+				 "not caching: %s", sib_memhook_describe());
+		}
+		sib_rcache_put(c, e);
+		if (attempt == 3) { /* taken over again and again */
+			uintptr_t ps = page_size();
+
+			return get_uncached(
+				c, (uintptr_t)addr & ~(ps - 1),
+				((uintptr_t)addr + len + ps - 1) & ~(ps - 1),
+				access, mr);
+		}
+	}
+}
+
 void sib_rcache_put(struct sib_rcache *c, struct sib_rcache_entry *e)
 {
 	struct sib_rcache_entry *dead = NULL;
@@ -574,7 +618,7 @@ struct sib_rcache *sib_rcache_create(struct ibv_pd *pd,
 		snprintf(c->describe, sizeof(c->describe),
 			 "not caching: %s", sib_memhook_describe());
 	} else {
-		c->caching = true;
+		atomic_store(&c->caching, true);
 		snprintf(c->describe, sizeof(c->describe), "caching, %s",
 			 sib_memhook_describe());
 	}

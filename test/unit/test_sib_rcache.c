@@ -14,6 +14,7 @@
  * quarantine, so "free() of a large block" is tested only in the plain
  * build (build/test), and by test/integration/test_rcache.sh.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -23,6 +24,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/shm.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "cu_run.h"
@@ -624,6 +626,68 @@ static void test_race_invalidation(void)
 	CU_ASSERT_EQUAL(sib_rcache_destroy(mt_cache), 0);
 }
 
+/* Another library patching libc's munmap after us (as UCX's ucm or Open
+ * MPI's patcher would): its hook makes the system call itself, so our
+ * listener misses the unmap. The next get must notice, drop everything,
+ * put our patch back on top chained to the other hook, and from then on
+ * both see every munmap. */
+static atomic_int foreign_calls;
+
+static int foreign_munmap(void *addr, size_t len)
+{
+	atomic_fetch_add(&foreign_calls, 1);
+	return (int)syscall(SYS_munmap, addr, len);
+}
+
+static void patch_over(uint8_t *at, void *to)
+{
+	uint8_t code[13] = {0x49, 0xbb};
+	uintptr_t lo = (uintptr_t)at & ~(uintptr_t)(PG - 1);
+
+	memcpy(code + 2, &to, 8);
+	code[10] = 0x41;
+	code[11] = 0xff;
+	code[12] = 0xe3;
+	CU_ASSERT_EQUAL_FATAL(mprotect((void *)lo, 2 * PG, PROT_READ |
+				       PROT_WRITE | PROT_EXEC), 0);
+	memcpy(at, code, sizeof(code));
+	mprotect((void *)lo, 2 * PG, PROT_READ | PROT_EXEC);
+	__builtin___clear_cache((char *)at, (char *)at + sizeof(code));
+}
+
+static void test_hook_taken_over(void)
+{
+	struct sib_rcache *c = cache(0, 0, 0);
+	void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+	uint8_t *target = libc ? dlsym(libc, "munmap") : NULL, ours[13];
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(target);
+	memcpy(ours, target, sizeof(ours));
+	char *p = map(4), *q = map(4);
+
+	touch(c, p, PG, RW);
+	uint64_t sq = touch(c, q, PG, RW);
+
+	patch_over(target, (void *)foreign_munmap);
+	CU_ASSERT_EQUAL(munmap(p, 4 * PG), 0);
+	CU_ASSERT_EQUAL(atomic_load(&foreign_calls), 1);
+	CU_ASSERT_EQUAL(stats(c).entries, 2); /* missed: p's entry stale */
+	/* The next get finds q cached, checks the hooks, drops all, and
+	 * registers q again. */
+	CU_ASSERT_NOT_EQUAL(touch(c, q, PG, RW), sq);
+	CU_ASSERT(stats(c).invalidations >= 2);
+	CU_ASSERT_EQUAL(stats(c).entries, 1);
+	CU_ASSERT_EQUAL(memcmp(target, ours, sizeof(ours)), 0);
+	CU_ASSERT_EQUAL(sib_memhook_verify(), 0);
+	/* Chained now: both see the next munmap. */
+	CU_ASSERT_EQUAL(munmap(q, 4 * PG), 0);
+	CU_ASSERT_EQUAL(atomic_load(&foreign_calls), 2);
+	CU_ASSERT_EQUAL(stats(c).entries, 0);
+	CU_ASSERT_NSTRING_EQUAL(sib_rcache_describe(c), "caching", 7);
+	CU_ASSERT_EQUAL(sib_rcache_destroy(c), 0);
+	dlclose(libc);
+}
+
 static int add_suites(void)
 {
 	CU_pSuite s = CU_add_suite("sib_rcache", suite_init, suite_clean);
@@ -653,6 +717,8 @@ static int add_suites(void)
 		{"environment keys", test_env_keys},
 		{"threads", test_threads},
 		{"gets racing invalidations", test_race_invalidation},
+		{"hooks taken over by another patcher",
+		 test_hook_taken_over},
 	};
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
 		if (!CU_add_test(s, tests[i].name, tests[i].fn))
