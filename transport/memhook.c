@@ -51,6 +51,10 @@ static pthread_rwlock_t listeners_lock = PTHREAD_RWLOCK_INITIALIZER;
 static atomic_int n_listeners;
 static atomic_uint_least64_t counts[SIB_MEM_EVENT_MAX];
 
+/* Odd while a takeover is being repaired (sib_memhook_verify), one more
+ * when the repair is done and every listener has forgotten everything. */
+static atomic_uint takeover_seq;
+
 static pthread_once_t install_once = PTHREAD_ONCE_INIT;
 static int install_status = ENOTSUP;
 static char describe_buf[256] = "memory hooks not installed";
@@ -78,6 +82,11 @@ uint64_t sib_memhook_count(enum sib_mem_event ev)
 	if ((unsigned)ev >= SIB_MEM_EVENT_MAX)
 		return 0;
 	return atomic_load_explicit(&counts[ev], memory_order_relaxed);
+}
+
+unsigned sib_memhook_seq(void)
+{
+	return atomic_load_explicit(&takeover_seq, memory_order_acquire);
 }
 
 const char *sib_memhook_describe(void)
@@ -516,6 +525,9 @@ check:
 
 		if (!memcmp(p->target, p->code, PATCH_LEN))
 			continue;
+		if (!(atomic_load(&takeover_seq) & 1)) /* odd: at work */
+			atomic_fetch_add_explicit(&takeover_seq, 1,
+						  memory_order_acq_rel);
 		/* Written over since: by another patcher (chain to its
 		 * hook), or back to libc's original bytes (chain to what
 		 * was there before us). Anything else we cannot follow. */
@@ -539,9 +551,15 @@ check:
 			 "memory hooks lost: libc's code was changed under "
 			 "them");
 	}
-	pthread_mutex_unlock(&verify_lock);
-	/* Events went elsewhere for a while: every listener forgets all. */
+	if (!repatched && !lost) { /* another thread put them back */
+		pthread_mutex_unlock(&verify_lock);
+		return 0;
+	}
+	/* Events went elsewhere for a while: every listener forgets all;
+	 * then the sequence turns even again. */
 	report(0, SIZE_MAX, SIB_MEM_UNMAP);
+	atomic_fetch_add_explicit(&takeover_seq, 1, memory_order_acq_rel);
+	pthread_mutex_unlock(&verify_lock);
 	return lost ? -1 : repatched;
 }
 

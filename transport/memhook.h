@@ -71,6 +71,12 @@ void sib_memhook_remove(int id);
  * 13-byte compares): rcache.c calls it on every get. */
 int sib_memhook_verify(void);
 
+/* A sequence number, odd while sib_memhook_verify repairs a takeover and
+ * its flush is under way. A lookup whose result should be trusted reads it
+ * before, and after a verify that returned 0 checks that it is even and
+ * unchanged: otherwise the lookup may predate the flush. */
+unsigned sib_memhook_seq(void);
+
 /* One line saying how events are caught, or why they are not. */
 const char *sib_memhook_describe(void);
 

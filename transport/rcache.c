@@ -511,13 +511,14 @@ struct sib_rcache_entry *sib_rcache_get(struct sib_rcache *c, void *addr,
 	for (int attempt = 0;; attempt++) {
 		bool cached = c && atomic_load_explicit(&c->caching,
 							memory_order_relaxed);
+		unsigned seq = sib_memhook_seq();
 		struct sib_rcache_entry *e = get_once(c, addr, len, access, mr);
 
 		if (!e || !cached || e->uncached)
 			return e;
 		int v = sib_memhook_verify();
 
-		if (v == 0)
+		if (v == 0 && !(seq & 1) && sib_memhook_seq() == seq)
 			return e;
 		if (v < 0 && atomic_exchange(&c->caching, false)) {
 			sib_rcache_invalidate(c, NULL, SIZE_MAX);
