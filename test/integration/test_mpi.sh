@@ -27,10 +27,8 @@ set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 . test/integration/lib.sh
 . test/integration/hosts.sh
+. test/integration/ompi.sh
 
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# no warnings about the VM's lack of a high-speed network
-export OMPI_MCA_btl_base_warn_component_unused=0
 T=build/test/mpi
 if ! command -v mpirun >/dev/null || [ ! -x "$T/p2p" ]; then
 	echo "test_mpi: needs mpirun and $T (scons with mpicc): skipped"
@@ -39,15 +37,8 @@ fi
 export LD_LIBRARY_PATH
 LD_LIBRARY_PATH=$(sib_lib)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
-COMP=$(sib_lib)/openmpi
 soft=
-if [ -f "$COMP/mca_btl_softib.so" ]; then
-	soft=" self,softib self,vader,softib"
-	# Open MPI's own components first, then ours
-	def=$(ompi_info --param mca all --level 9 --parsable 2>/dev/null |
-		sed -n 's/^mca:mca:base:param:mca_component_path:value://p')
-	export OMPI_MCA_mca_component_path=${def:+$def:}$COMP
-fi
+ompi_softib_setup && soft=" self,softib self,vader,softib"
 BTLS_LOCAL=${MPI_BTLS_LOCAL-self,vader$soft}
 BTLS_HOSTS=${MPI_BTLS_HOSTS-self,tcp$soft}
 
@@ -76,11 +67,7 @@ fi
 
 # The mpirun options one program needs beside the BTL list $1.
 extra_args() {
-	local btl=$1 prog=$2
-	case $prog in
-	rma)
-		case $btl in *softib*) ;; *) echo "--mca osc sm,pt2pt" ;; esac ;;
-	esac
+	[ "$2" = rma ] && ompi_osc_args "$1"
 }
 spawn_btl() {
 	case $1 in *tcp* | *softib*) echo "$1" ;; *) echo "$1,tcp" ;; esac
