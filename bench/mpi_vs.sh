@@ -23,7 +23,7 @@
 #           of softib's payload at the veth's MTU, 1024 B) for bw
 # Latencies are medians of the iterations (mpi_osu -M); bandwidths means.
 # With -r REPS each figure is the median over REPS runs. -q is quick:
-# sizes to 1 MiB, a fifth of the iterations (the demo's setting).
+# sizes to 1 MiB, a quarter of the iterations (the demo's setting).
 # Output: the tables (and the load) on stdout and in DIR/summary.txt,
 # DIR/<bench>.png, the data in DIR/data/ (DIR: build/bench/mpi_vs).
 # -P runs nothing: it prints the tables and draws the plots again from
@@ -85,7 +85,15 @@ osu_args() {
 		esac
 	elif [ "$QUICK" = 1 ]; then
 		case $(kind "$b") in
-		lat) a+=" -i 2000 -x 50" ;;
+		lat) a+=" -i 500 -x 20" ;;
+		bw) a+=" -i 5 -x 1" ;;
+		esac
+	else
+		# enough for a median on a shared machine, short enough that a
+		# whole run stays in minutes there (mpi_osu's own defaults are
+		# 10000 and 100)
+		case $(kind "$b") in
+		lat) a+=" -i 2000 -x 100" ;;
 		bw) a+=" -i 20 -x 2" ;;
 		esac
 	fi

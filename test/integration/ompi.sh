@@ -7,7 +7,7 @@
 # and defines
 #   ompi_softib_setup              0 if build/lib/openmpi holds our
 #                                  mca_btl_softib.so, and then exports
-#                                  OMPI_MCA_mca_component_path = Open MPI's
+#                                  OMPI_MCA_mca_base_component_path = Open MPI's
 #                                  default path, then ours (so that
 #                                  --mca btl self,softib finds it)
 #   ompi_osc_args BTL              the --mca osc words a BTL list needs for
@@ -21,9 +21,10 @@ OMPI_SH_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ompi_softib_setup() {
 	local comp=$OMPI_SH_ROOT/build/lib/openmpi def
 	[ -f "$comp/mca_btl_softib.so" ] || return 1
+	# the default, as ompi_info prints it: "dir:dir" in quotes
 	def=$(ompi_info --param mca all --level 9 --parsable 2>/dev/null |
-		sed -n 's/^mca:mca:base:param:mca_component_path:value://p')
-	export OMPI_MCA_mca_component_path=${def:+$def:}$comp
+		sed -n 's/^mca:mca:base:param:mca_base_component_path:value:"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p')
+	export OMPI_MCA_mca_base_component_path=${def:+$def:}$comp
 }
 
 # Open MPI 4.1.4: osc rdma over vader crashes in MPI_Compare_and_swap to
