@@ -108,6 +108,22 @@ int hca_link_peer_send(int fd, const uint8_t *p, size_t len)
 	return r < 0 ? -1 : 0;
 }
 
+/* Two datagrams on a connected socket in one call; how many left. */
+int hca_link_peer_send2(int fd, const uint8_t *p, size_t len, const uint8_t *p2,
+			size_t len2)
+{
+	struct iovec iov[2] = { { (void *)p, len }, { (void *)p2, len2 } };
+	struct mmsghdr mm[2] = { { .msg_hdr = { .msg_iov = &iov[0], .msg_iovlen = 1 } },
+				 { .msg_hdr = { .msg_iov = &iov[1], .msg_iovlen = 1 } } };
+	long r = syscall(SYS_sendmmsg, fd, mm, 2, MSG_DONTWAIT);
+
+	if (r < 0 && errno == ECONNREFUSED) /* a stale ICMP error: once more */
+		r = syscall(SYS_sendmmsg, fd, mm, 2, MSG_DONTWAIT);
+	if (r == 1) /* the second alone */
+		r = 1 + (hca_link_peer_send(fd, p2, len2) == 0);
+	return (int)r;
+}
+
 void hca_link_peers_close(struct hca_link *l)
 {
 	int n = atomic_load(&l->npeers);

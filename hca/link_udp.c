@@ -4,7 +4,7 @@
  * Each softib process has one UDP socket. Its port is derived from its
  * process slot: base + slot, base being the RoCEv2 port 4791
  * (SOFTIB_UDP_PORT moves it). A QP number names its owner's slot (bits
- * 8..15: qp.c), so a requester anywhere finds the port of any QP from the
+ * 16..23, minus one: qp.c), so a requester anywhere finds the port of any QP from the
  * QP number alone, and the responder and requester of a QP always run in
  * the QP's own process. tshark decodes port 4791 as RoCEv2 by itself; the
  * other ports with `-d udp.port==N,infiniband` (docs/udp-link.md) — the
@@ -39,10 +39,11 @@ static uint16_t port_base(void)
 	return v > 0 && v + HCA_MAX_PROCS < 65536 ? (uint16_t)v : HCA_ROCE_PORT;
 }
 
-/* The UDP port of the process that owns QP qpn. */
+/* The UDP port of the process that owns QP qpn: the slot is in the
+ * number's high byte, plus one (qp.c). */
 static uint16_t qpn_port(const struct hca_link *l, uint32_t qpn)
 {
-	return (uint16_t)(l->base + ((qpn >> 8) & 0xff));
+	return (uint16_t)(l->base + (((qpn >> 16) - 1) & 0xff));
 }
 
 static int link_socket(struct hca_link *l)
@@ -248,6 +249,39 @@ int hca_link_send(struct hca_dev *dev, uint32_t daddr, uint8_t *pkt, size_t hdr_
 	return 0;
 }
 
+/*
+ * Two packets for one peer process in one system call (sendmmsg): a
+ * request and the ACK its QP owes (udp_req.c). pkt2 has hdr_len2 header
+ * bytes and no payload. Falls back to two sends where one call cannot do
+ * (fault injection decides per datagram; no connected socket).
+ */
+int hca_link_send_pair(struct hca_dev *dev, uint32_t daddr, uint8_t *pkt, size_t hdr_len,
+		       size_t plen, uint8_t *pkt2, size_t hdr_len2)
+{
+	struct hca_link *l = &dev->link;
+	uint16_t dport, dport2;
+	size_t len, len2;
+	int fd, rc;
+
+	if (l->fd < 0)
+		return ENETDOWN;
+	len = hca_link_seal(dev, daddr, pkt, hdr_len, plen, &dport);
+	len2 = hca_link_seal(dev, daddr, pkt2, hdr_len2, 0, &dport2);
+	if (!len || !len2)
+		return EINVAL;
+	fd = l->fault || dport != dport2 ? -1 : hca_link_peer_fd(l, daddr, dport);
+	if (fd < 0) {
+		hca_link_send_sealed(dev, daddr, dport, pkt, len);
+		hca_link_send_sealed(dev, daddr, dport2, pkt2, len2);
+		return 0;
+	}
+	rc = hca_link_peer_send2(fd, pkt, len, pkt2, len2);
+	atomic_fetch_add(&l->cnt->tx_pkts, (uint64_t)(rc > 0 ? rc : 0));
+	if (rc < 2)
+		atomic_fetch_add(&l->cnt->tx_errors, (uint64_t)(2 - (rc > 0 ? rc : 0)));
+	return 0;
+}
+
 /* Record a packet that the shared-memory link carried instead. */
 void hca_link_capture(struct hca_dev *dev, uint32_t daddr, uint8_t *pkt, size_t hdr_len,
 		      size_t plen)
@@ -307,7 +341,8 @@ static void dispatch(struct hca_dev *dev, const uint8_t *pkt, size_t len, uint32
  */
 #define HCA_RX_BATCH 16
 
-void hca_link_rx(struct hca_dev *dev, bool wait)
+/* Everything queued on the socket (up to 256 datagrams), rx_lock held. */
+static void rx_drain(struct hca_dev *dev)
 {
 	struct hca_link *l = &dev->link;
 	static _Thread_local uint8_t buf[HCA_RX_BATCH][HCA_PKT_MAX];
@@ -315,20 +350,6 @@ void hca_link_rx(struct hca_dev *dev, bool wait)
 	struct iovec iov[HCA_RX_BATCH];
 	struct mmsghdr mm[HCA_RX_BATCH];
 
-	if (wait)
-		pthread_mutex_lock(&l->rx_lock);
-	else if (pthread_mutex_trylock(&l->rx_lock))
-		return;
-	if (!wait && l->fd >= 0) {
-		/* a poller: one datagram a call, its next poll takes the next
-		 * (the cheapest call both when one waits and when none does) */
-		long r = hca_sys_recvfrom(l->fd, buf[0], sizeof(buf[0]), &from[0]);
-
-		if (r > 0)
-			dispatch(dev, buf[0], (size_t)r, ntohl(from[0].sin_addr.s_addr));
-		pthread_mutex_unlock(&l->rx_lock);
-		return;
-	}
 	for (int n = 0; l->fd >= 0 && n < 256; n += HCA_RX_BATCH) {
 		int got;
 
@@ -345,9 +366,44 @@ void hca_link_rx(struct hca_dev *dev, bool wait)
 		if (got < HCA_RX_BATCH)
 			break;
 	}
-	if (wait) /* the progress thread: no application to go first */
-		hca_link_acks_flush_locked(dev, HCA_ACKS_ALL);
+}
+
+void hca_link_rx(struct hca_dev *dev, bool wait)
+{
+	struct hca_link *l = &dev->link;
+	static _Thread_local uint8_t buf[HCA_PKT_MAX];
+	struct sockaddr_in from;
+
+	if (wait)
+		pthread_mutex_lock(&l->rx_lock);
+	else if (pthread_mutex_trylock(&l->rx_lock))
+		return;
+	if (!wait && l->fd >= 0) {
+		/* a poller: one datagram a call, its next poll takes the next
+		 * (the cheapest call both when one waits and when none does) */
+		long r = hca_sys_recvfrom(l->fd, buf, sizeof(buf), &from);
+
+		if (r > 0)
+			dispatch(dev, buf, (size_t)r, ntohl(from.sin_addr.s_addr));
+		pthread_mutex_unlock(&l->rx_lock);
+		return;
+	}
+	rx_drain(dev);
+	/* the progress thread: no application to go first */
+	hca_link_acks_flush_locked(dev, HCA_ACKS_ALL);
 	pthread_mutex_unlock(&l->rx_lock);
+}
+
+/*
+ * An application thread that slept on the socket (hca_chan_get_event)
+ * takes what came. Owed ACKs stay owed: the application is about to
+ * answer, and the ACK goes after its answer (or before it sleeps again).
+ */
+void hca_link_rx_sleeper(struct hca_dev *dev)
+{
+	pthread_mutex_lock(&dev->link.rx_lock);
+	rx_drain(dev);
+	pthread_mutex_unlock(&dev->link.rx_lock);
 }
 
 /* A datagram handed in as if received from saddr (tests, fuzzing). */

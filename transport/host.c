@@ -1,0 +1,620 @@
+/*
+ * host.c: connections, O(hosts).  A worker holds one XRC send QP per host
+ * it sends to (its own host included); each message names the receiving
+ * process's SRQ, so one send QP reaches every process of that host.
+ *
+ * The far end of a send QP is an XRC receive QP in the far host's domain:
+ *  - on my own host I make it myself (the domain is shared, and on the
+ *    host link the responder runs in the sender's process);
+ *  - on another host, the process I first send to makes it when my UD
+ *    handshake request (REQ) reaches it, connects it to my send QP, and
+ *    answers with its number (REP).  Lost datagrams are asked again.
+ *
+ * Failures: a send QP that errs flushes every WR on it.  The WR that
+ * failed names its receiver; if that process is dead (pid gone on this
+ * host; SRQ unknown, or no answer to the handshake, on another) its
+ * endpoint fails, and everything flushed for the others is sent again, in
+ * order, on a new send QP.  Receivers drop duplicates by sequence number.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sib_int.h"
+
+#define UD_QKEY 0x51b0b0u
+#define UD_BUF 512
+#define UD_NRECV 64
+#define UD_NSEND 64
+#define HS_RETRY_MS 200
+#define HS_TRIES 15            /* 3 s without an answer: the peer is gone */
+#define HOST_WINDOW 256        /* WRs in flight per send QP */
+#define PING_MS 300
+#define PING_MISSES 10
+
+static const int mask_init = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+			     IBV_QP_ACCESS_FLAGS;
+
+/* ---------------- the UD QP and its address handles ---------------- */
+
+struct sib_ah {
+	sib_link_t link;
+	uint8_t gid[16];
+	uint16_t lid;
+	struct ibv_ah *ah;
+};
+
+static void ud_post_recv(sib_worker_t *w, uint32_t i)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)w->ubuf + (size_t)i * UD_BUF,
+			       .length = UD_BUF, .lkey = w->umr->lkey };
+	struct ibv_recv_wr wr = { .wr_id = i, .sg_list = &sge, .num_sge = 1 }, *bad;
+
+	if (ibv_post_recv(w->ud, &wr, &bad))
+		sib_log("UD receive post failed");
+}
+
+int sib_ud_setup(sib_worker_t *w)
+{
+	struct ibv_qp_init_attr ia = {
+		.send_cq = w->ucq, .recv_cq = w->ucq, .qp_type = IBV_QPT_UD,
+		.cap = { .max_send_wr = UD_NSEND, .max_recv_wr = UD_NRECV,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+				 .qkey = UD_QKEY };
+	size_t len = (size_t)(UD_NRECV + UD_NSEND) * UD_BUF;
+
+	w->ubuf = calloc(1, len);
+	if (!w->ubuf)
+		return -1;
+	w->umr = ibv_reg_mr(w->pd, w->ubuf, len, IBV_ACCESS_LOCAL_WRITE);
+	w->ud = w->umr ? ibv_create_qp(w->pd, &ia) : NULL;
+	if (!w->ud || ibv_modify_qp(w->ud, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+				    IBV_QP_PORT | IBV_QP_QKEY))
+		return -1;
+	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTR };
+	if (ibv_modify_qp(w->ud, &a, IBV_QP_STATE))
+		return -1;
+	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTS, .sq_psn = 1 };
+	if (ibv_modify_qp(w->ud, &a, IBV_QP_STATE | IBV_QP_SQ_PSN))
+		return -1;
+	for (uint32_t i = 0; i < UD_NRECV; i++)
+		ud_post_recv(w, i);
+	return 0;
+}
+
+/* The path to a port: a GID that is not ours goes global (the UDP link). */
+static void av_fill(sib_worker_t *w, struct ibv_ah_attr *av,
+		    const uint8_t gid[16], uint16_t lid)
+{
+	memset(av, 0, sizeof(*av));
+	av->dlid = lid;
+	av->port_num = 1;
+	if (memcmp(gid, w->gid.raw, 16)) {
+		av->is_global = 1;
+		memcpy(av->grh.dgid.raw, gid, 16);
+		av->grh.sgid_index = 0;
+		av->grh.hop_limit = 64;
+	}
+}
+
+static struct ibv_ah *ud_ah(sib_worker_t *w, const uint8_t gid[16], uint16_t lid)
+{
+	struct ibv_ah_attr av;
+	struct sib_ah *a;
+
+	for (sib_link_t *e = w->ahs.next; e != &w->ahs; e = e->next) {
+		a = SIB_CONTAINER(e, struct sib_ah, link);
+		if (a->lid == lid && !memcmp(a->gid, gid, 16))
+			return a->ah;
+	}
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return NULL;
+	av_fill(w, &av, gid, lid);
+	a->ah = ibv_create_ah(w->pd, &av);
+	if (!a->ah) {
+		free(a);
+		return NULL;
+	}
+	memcpy(a->gid, gid, 16);
+	a->lid = lid;
+	sib_list_add_tail(&w->ahs, &a->link);
+	return a->ah;
+}
+
+static int ud_send(sib_worker_t *w, const uint8_t gid[16], uint16_t lid,
+		   uint32_t qpn, struct sib_hs *m)
+{
+	uint32_t i = UD_NRECV + (w->ud_send_next++ % UD_NSEND);
+	uint8_t *p = w->ubuf + (size_t)i * UD_BUF;
+	struct ibv_ah *ah = ud_ah(w, gid, lid);
+	struct ibv_sge sge = { .addr = (uintptr_t)p, .length = sizeof(*m),
+			       .lkey = w->umr->lkey };
+	struct ibv_send_wr wr = { .wr_id = UINT64_MAX, .sg_list = &sge,
+				  .num_sge = 1, .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+
+	if (!ah)
+		return -1;
+	m->magic = SIB_HS_MAGIC;
+	m->from_id = w->id;
+	m->from_host = w->ctx->host_key;
+	m->ud_qpn = w->ud->qp_num;
+	m->lid = w->port.lid;
+	memcpy(m->gid, w->gid.raw, 16);
+	memcpy(p, m, sizeof(*m));
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = qpn;
+	wr.wr.ud.remote_qkey = UD_QKEY;
+	return ibv_post_send(w->ud, &wr, &bad);
+}
+
+/* ---------------- send QPs ---------------- */
+
+struct sib_host *sib_host_get(sib_worker_t *w, const struct sib_addr *a)
+{
+	struct sib_host *h;
+
+	for (sib_link_t *e = w->hosts.next; e != &w->hosts; e = e->next) {
+		h = SIB_CONTAINER(e, struct sib_host, link);
+		if (h->key == a->host)
+			return h;
+	}
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return NULL;
+	h->key = a->host;
+	h->local = a->host == w->ctx->host_key;
+	sib_list_init(&h->sent);
+	sib_list_init(&h->pending);
+	sib_list_init(&h->retry);
+	sib_list_add_tail(&w->hosts, &h->link);
+	return h;
+}
+
+static struct ibv_qp *send_qp_create(sib_worker_t *w)
+{
+	struct ibv_qp_init_attr_ex sa = {
+		.send_cq = w->scq, .qp_type = IBV_QPT_XRC_SEND,
+		.cap = { .max_send_wr = HOST_WINDOW, .max_send_sge = 1,
+			 .max_inline_data = SIB_HDR + w->ctx->short_max },
+		.comp_mask = IBV_QP_INIT_ATTR_PD, .pd = w->pd,
+	};
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1 };
+	struct ibv_qp *qp = ibv_create_qp_ex(w->dev, &sa);
+
+	if (!qp && w->ctx->short_max) {   /* the device inlines less: say so */
+		sa.cap.max_inline_data = 0;
+		qp = ibv_create_qp_ex(w->dev, &sa);
+	}
+	if (!qp)
+		return NULL;
+	w->max_inline = sa.cap.max_inline_data;
+	if (ibv_modify_qp(qp, &a, mask_init)) {
+		ibv_destroy_qp(qp);
+		return NULL;
+	}
+	return qp;
+}
+
+static int send_qp_connect(sib_worker_t *w, struct ibv_qp *qp, uint32_t dqpn,
+			   uint32_t psn, const uint8_t gid[16], uint16_t lid)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTR,
+				 .path_mtu = w->port.active_mtu,
+				 .dest_qp_num = dqpn, .rq_psn = psn };
+
+	av_fill(w, &a.ah_attr, gid, lid);
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+			  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN))
+		return -1;
+	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTS, .sq_psn = psn,
+				  .timeout = 14, .retry_cnt = 7, .rnr_retry = 7,
+				  .max_rd_atomic = 1 };
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN |
+			     IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+			     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+/* An XRC receive QP in my host's domain, connected to send QP sqpn. */
+static struct ibv_qp *recv_qp_create(sib_worker_t *w, uint32_t sqpn,
+				     uint32_t psn, const uint8_t gid[16],
+				     uint16_t lid)
+{
+	struct ibv_qp_init_attr_ex ta = {
+		.qp_type = IBV_QPT_XRC_RECV,
+		.comp_mask = IBV_QP_INIT_ATTR_XRCD, .xrcd = w->xrcd,
+	};
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1 };
+	struct ibv_qp *qp = ibv_create_qp_ex(w->dev, &ta);
+
+	if (!qp)
+		return NULL;
+	if (ibv_modify_qp(qp, &a, mask_init))
+		goto err;
+	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTR,
+				  .path_mtu = w->port.active_mtu,
+				  .dest_qp_num = sqpn, .rq_psn = psn,
+				  .max_dest_rd_atomic = 1, .min_rnr_timer = 1 };
+	av_fill(w, &a.ah_attr, gid, lid);
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+			  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+		goto err;
+	w->c.recv_qps++;
+	return qp;
+err:
+	ibv_destroy_qp(qp);
+	return NULL;
+}
+
+static void host_drop_qps(sib_worker_t *w, struct sib_host *h)
+{
+	if (h->sqp && !ibv_destroy_qp(h->sqp))
+		w->send_qps--;
+	if (h->tqp && !ibv_destroy_qp(h->tqp))
+		w->c.recv_qps--;
+	h->sqp = h->tqp = NULL;
+}
+
+static void hs_request(sib_worker_t *w, struct sib_host *h)
+{
+	struct sib_hs m = { .type = SIB_HS_REQ, .to_id = h->hs_ep->id,
+			    .send_qpn = h->sqp->qp_num, .psn = h->psn,
+			    .token = h->token };
+
+	h->hs_tries++;
+	h->hs_next_ms = sib_now_ms() + HS_RETRY_MS;
+	w->c.handshakes++;
+	ud_send(w, h->hs_ep->addr.gid, h->hs_ep->addr.lid, h->hs_ep->addr.ud_qpn, &m);
+}
+
+/* Pick the partner of a handshake: the receiver of the oldest request. */
+static struct sib_ep *hs_partner(struct sib_host *h)
+{
+	for (sib_link_t *e = h->pending.next; e != &h->pending; e = e->next) {
+		struct sib_request *r = SIB_CONTAINER(e, struct sib_request, qlink);
+
+		if (!r->ep->failed)
+			return r->ep;
+	}
+	return NULL;
+}
+
+static void host_kick(sib_worker_t *w, struct sib_host *h);
+
+static void host_connect(sib_worker_t *w, struct sib_host *h)
+{
+	struct sib_ep *ep = hs_partner(h);
+
+	if (!ep)
+		return;
+	h->sqp = send_qp_create(w);
+	if (!h->sqp) {
+		sib_log("XRC send QP creation failed (errno %d)", errno);
+		return;   /* the timer tries again */
+	}
+	w->send_qps++;
+	if (w->send_qps > w->c.send_qps_max)
+		w->c.send_qps_max = w->send_qps;
+	h->psn = (uint32_t)(rand() & 0xffffff);
+	if (h->local) {
+		h->tqp = recv_qp_create(w, h->sqp->qp_num, h->psn, w->gid.raw,
+					w->port.lid);
+		if (!h->tqp || send_qp_connect(w, h->sqp, h->tqp->qp_num, h->psn,
+					       w->gid.raw, w->port.lid)) {
+			host_drop_qps(w, h);
+			return;
+		}
+		h->state = SIB_CONN_UP;
+		host_kick(w, h);
+		return;
+	}
+	h->hs_ep = ep;
+	h->hs_tries = 0;
+	h->token = ++w->token_next;
+	h->state = SIB_CONN_WAIT_REP;
+	hs_request(w, h);
+}
+
+/* Post what waits, in order, while the QP and the send CQ have room (one
+ * CQE per WR: every send is signalled). */
+static void host_kick(sib_worker_t *w, struct sib_host *h)
+{
+	if (h->state == SIB_CONN_IDLE && !sib_list_empty(&h->pending)) {
+		host_connect(w, h);
+		return;
+	}
+	while (h->state == SIB_CONN_UP && !sib_list_empty(&h->pending) &&
+	       h->inflight < HOST_WINDOW && w->inflight < (uint32_t)w->scq->cqe) {
+		struct sib_request *r = SIB_CONTAINER(h->pending.next,
+						      struct sib_request, qlink);
+		int rc;
+
+		if (r->ep->failed) {
+			sib_list_del(&r->qlink);
+			sib_send_finished(w, r, SIB_ERR_PEER_FAILED);
+			continue;
+		}
+		rc = sib_protos[r->proto].post(w, h, r);
+		if (rc)
+			break;   /* no bounce slot (EAGAIN) or QP full: later */
+		sib_list_del(&r->qlink);
+		sib_list_add_tail(&h->sent, &r->qlink);
+		h->inflight++;
+		w->inflight++;
+		h->ever_sent = true;
+	}
+}
+
+void sib_host_submit(sib_worker_t *w, struct sib_host *h, struct sib_request *r)
+{
+	sib_list_add_tail(&h->pending, &r->qlink);
+	host_kick(w, h);
+}
+
+/* Every WR of a failed QP has come back: a new QP, and send again. */
+static void host_recover(sib_worker_t *w, struct sib_host *h)
+{
+	host_drop_qps(w, h);
+	h->state = SIB_CONN_IDLE;
+	/* the flushed requests go first, in their order */
+	while (!sib_list_empty(&h->retry)) {
+		sib_link_t *e = h->retry.prev;
+
+		sib_list_del(e);
+		sib_list_add_head(&h->pending, e);
+	}
+	h->reconnects++;
+	w->c.reconnects++;
+	host_kick(w, h);
+}
+
+static bool pid_dead(const struct sib_ep *ep)
+{
+	return kill((pid_t)ep->addr.pid, 0) && errno == ESRCH;
+}
+
+void sib_host_send_done(sib_worker_t *w, struct ibv_wc *wc)
+{
+	struct sib_request *r = (struct sib_request *)(uintptr_t)wc->wr_id;
+	struct sib_host *h = r->ep->host;
+	bool dead;
+
+	sib_list_del(&r->qlink);
+	h->inflight--;
+	w->inflight--;
+	if (wc->status == IBV_WC_SUCCESS) {
+		sib_send_finished(w, r, SIB_OK);
+		host_kick(w, h);
+		return;
+	}
+	h->state = SIB_CONN_DRAIN;
+	if (wc->status != IBV_WC_WR_FLUSH_ERR) {
+		/* the WR that broke the QP: is its receiver gone?  An SRQ
+		 * the far domain does not know is a process that left. */
+		dead = wc->status == IBV_WC_REM_INV_REQ_ERR ||
+		       (h->local && pid_dead(r->ep)) || ++r->resends > 3;
+		if (getenv("SIB_DEBUG"))
+			sib_log("send to %u: %s (pid %s), %s", r->ep->id,
+				ibv_wc_status_str(wc->status),
+				pid_dead(r->ep) ? "dead" : "alive",
+				dead ? "peer failed" : "sent again");
+		if (dead) {
+			sib_send_finished(w, r, SIB_ERR_PEER_FAILED);
+			sib_ep_fail(w, r->ep);
+		} else {
+			sib_list_add_tail(&h->retry, &r->qlink);
+		}
+	} else if (r->ep->failed) {
+		sib_send_finished(w, r, SIB_ERR_PEER_FAILED);
+	} else {
+		w->c.resent++;
+		sib_list_add_tail(&h->retry, &r->qlink);
+	}
+	if (!h->inflight)
+		host_recover(w, h);
+}
+
+/* ---------------- the handshake, receiving side ---------------- */
+
+static void hs_on_req(sib_worker_t *w, const struct sib_hs *m)
+{
+	struct sib_tqp *t = NULL;
+	struct sib_hs rep = { .type = SIB_HS_REP, .to_id = m->from_id,
+			      .send_qpn = m->send_qpn, .token = m->token };
+
+	for (sib_link_t *e = w->tqps.next; e != &w->tqps; e = e->next) {
+		struct sib_tqp *x = SIB_CONTAINER(e, struct sib_tqp, link);
+
+		if (x->host == m->from_host && x->send_qpn == m->send_qpn) {
+			t = x;   /* a request asked again: same answer */
+			break;
+		}
+	}
+	if (!t) {
+		t = calloc(1, sizeof(*t));
+		if (!t)
+			return;
+		t->qp = recv_qp_create(w, m->send_qpn, m->psn, m->gid, m->lid);
+		if (!t->qp) {
+			sib_log("XRC receive QP for %u failed (errno %d)",
+				m->from_id, errno);
+			free(t);
+			return;
+		}
+		t->host = m->from_host;
+		t->send_qpn = m->send_qpn;
+		t->from_id = m->from_id;
+		t->recv_qpn = t->qp->qp_num;
+		sib_list_add_tail(&w->tqps, &t->link);
+	}
+	rep.recv_qpn = t->recv_qpn;
+	ud_send(w, m->gid, m->lid, m->ud_qpn, &rep);
+}
+
+static void hs_on_rep(sib_worker_t *w, const struct sib_hs *m)
+{
+	for (sib_link_t *e = w->hosts.next; e != &w->hosts; e = e->next) {
+		struct sib_host *h = SIB_CONTAINER(e, struct sib_host, link);
+
+		if (h->state != SIB_CONN_WAIT_REP || h->token != m->token ||
+		    !h->sqp || h->sqp->qp_num != m->send_qpn)
+			continue;
+		if (send_qp_connect(w, h->sqp, m->recv_qpn, h->psn, m->gid, m->lid)) {
+			sib_log("XRC send QP connect failed (errno %d)", errno);
+			return;   /* asked again by the timer */
+		}
+		h->state = SIB_CONN_UP;
+		h->hs_ep = NULL;
+		host_kick(w, h);
+		return;
+	}
+}
+
+void sib_ud_rx(sib_worker_t *w, struct ibv_wc *wc)
+{
+	struct sib_hs m;
+	uint8_t *p;
+
+	if (wc->wr_id == UINT64_MAX)   /* a send of ours */
+		return;
+	p = w->ubuf + wc->wr_id * UD_BUF;
+	if (wc->status == IBV_WC_SUCCESS && wc->byte_len >= sizeof(m) + 40) {
+		memcpy(&m, p + 40, sizeof(m));   /* after the GRH room */
+		if (m.magic == SIB_HS_MAGIC && m.to_id == w->id) {
+			if (m.type == SIB_HS_REQ)
+				hs_on_req(w, &m);
+			else if (m.type == SIB_HS_REP)
+				hs_on_rep(w, &m);
+			else if (m.type == SIB_HS_PING) {
+				struct sib_hs pong = { .type = SIB_HS_PONG,
+						       .to_id = m.from_id };
+				ud_send(w, m.gid, m.lid, m.ud_qpn, &pong);
+			} else if (m.type == SIB_HS_PONG) {
+				struct sib_ep *ep = sib_ep_find(w, m.from_id);
+
+				if (ep)
+					ep->ping_missed = 0;
+			}
+		}
+	}
+	ud_post_recv(w, (uint32_t)wc->wr_id);
+}
+
+/* ---------------- timers: handshake retries, liveness ---------------- */
+
+static void hs_timer(sib_worker_t *w, struct sib_host *h, uint64_t now)
+{
+	if ((h->state == SIB_CONN_IDLE || h->state == SIB_CONN_UP) &&
+	    !sib_list_empty(&h->pending)) {
+		host_kick(w, h);
+		return;
+	}
+	if (h->state != SIB_CONN_WAIT_REP || now < h->hs_next_ms)
+		return;
+	if (h->hs_ep->failed || h->hs_tries >= HS_TRIES) {
+		/* no answer: that process is gone; try through another */
+		if (!h->hs_ep->failed)
+			sib_ep_fail(w, h->hs_ep);
+		host_drop_qps(w, h);
+		h->state = SIB_CONN_IDLE;
+		host_kick(w, h);
+		return;
+	}
+	hs_request(w, h);
+}
+
+/*
+ * Is a peer still there?  On my host, kill(pid, 0) answers at once and
+ * costs one system call: every known peer is checked.  On another host a
+ * UD ping, only toward peers I wait for (a receive naming them, or
+ * wildcard receives while they have talked to me): 10 pings unanswered,
+ * 3 s, and the peer has failed.  Under PMIx, its events say it sooner.
+ */
+static void liveness(sib_worker_t *w, struct sib_ep *ep, uint64_t now)
+{
+	struct sib_hs ping = { .type = SIB_HS_PING };
+
+	if (!ep->has_addr || ep->failed || now < ep->ping_next_ms)
+		return;
+	ep->ping_next_ms = now + PING_MS;
+	if (ep->addr.host == w->ctx->host_key) {
+		if (pid_dead(ep))
+			sib_ep_fail(w, ep);
+		return;
+	}
+	if (!ep->rx_named && !(w->rx_wild && (ep->rx_seq || ep->tx_issued))) {
+		ep->ping_missed = 0;
+		return;
+	}
+	if (++ep->ping_missed > PING_MISSES) {
+		sib_ep_fail(w, ep);
+		return;
+	}
+	ping.to_id = ep->id;
+	ud_send(w, ep->addr.gid, ep->addr.lid, ep->addr.ud_qpn, &ping);
+}
+
+void sib_hosts_timer(sib_worker_t *w, uint64_t now)
+{
+	sib_link_t *e, *n;
+
+	for (e = w->hosts.next; e != &w->hosts; e = n) {
+		n = e->next;
+		hs_timer(w, SIB_CONTAINER(e, struct sib_host, link), now);
+	}
+	for (e = w->eps.next; e != &w->eps; e = n) {
+		n = e->next;
+		liveness(w, SIB_CONTAINER(e, struct sib_ep, link), now);
+	}
+}
+
+int sib_tqps_count(sib_worker_t *w)
+{
+	int n = 0;
+
+	for (sib_link_t *e = w->tqps.next; e != &w->tqps; e = e->next)
+		n++;
+	return n;
+}
+
+void sib_hosts_destroy(sib_worker_t *w)
+{
+	while (!sib_list_empty(&w->hosts)) {
+		struct sib_host *h = SIB_CONTAINER(w->hosts.next, struct sib_host, link);
+
+		host_drop_qps(w, h);
+		sib_list_del(&h->link);
+		free(h);
+	}
+	while (!sib_list_empty(&w->tqps)) {
+		struct sib_tqp *t = SIB_CONTAINER(w->tqps.next, struct sib_tqp, link);
+
+		ibv_destroy_qp(t->qp);
+		sib_list_del(&t->link);
+		free(t);
+	}
+	while (!sib_list_empty(&w->ahs)) {
+		struct sib_ah *a = SIB_CONTAINER(w->ahs.next, struct sib_ah, link);
+
+		ibv_destroy_ah(a->ah);
+		sib_list_del(&a->link);
+		free(a);
+	}
+}
+
+/* How much the device inlines: a send QP made and dropped at setup. */
+int sib_inline_probe(sib_worker_t *w)
+{
+	struct ibv_qp *qp = send_qp_create(w);
+
+	if (!qp)
+		return -1;
+	ibv_destroy_qp(qp);
+	return 0;
+}

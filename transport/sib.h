@@ -1,0 +1,273 @@
+/*
+ * sib.h: the public interface of libsib, softib's message runtime.
+ *
+ * Shape (after UCX's ucp, in our own names):
+ *   context  - one per process: parameters, the hardware topology.
+ *   worker   - a progress engine with its own device context, XRC SRQs,
+ *              send QPs (one per remote host) and a UD QP for handshakes.
+ *              Its address is an opaque blob the application exchanges.
+ *   endpoint - a worker's view of one remote worker, made from its address;
+ *              the connection to the peer's host is made at the first send.
+ *   request  - a non-blocking operation in flight: test, wait, cancel, free.
+ *
+ * Every call validates its arguments and returns a sib_status_t (negative
+ * values are errors; sib_status_string() names them).  Nothing aborts.
+ * Thread mode SIB_THREAD_MULTI serialises every call on a worker with the
+ * worker's lock; SIB_THREAD_SINGLE leaves it to the caller.
+ */
+#ifndef SIB_H
+#define SIB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SIB_API __attribute__((visibility("default")))
+
+typedef enum {
+	SIB_OK = 0,
+	SIB_INPROGRESS = 1,
+	SIB_ERR_INVALID_PARAM = -1,
+	SIB_ERR_NO_MEMORY = -2,
+	SIB_ERR_TRUNCATED = -3,
+	SIB_ERR_PEER_FAILED = -4,
+	SIB_ERR_CANCELED = -5,
+	SIB_ERR_NO_DEVICE = -6,
+	SIB_ERR_IO = -7,            /* a verbs call failed (errno in the log) */
+	SIB_ERR_MSG_TOO_LONG = -8,  /* above every protocol in the table */
+	SIB_ERR_NO_RESOURCE = -9,   /* a limit of the device or the runtime */
+	SIB_ERR_UNSUPPORTED = -10,
+	SIB_ERR_BUSY = -11,         /* e.g. destroy with requests in flight */
+	SIB_ERR_TIMEOUT = -12,
+	SIB_ERR_NO_MESSAGE = -13,   /* probe: nothing matches (yet) */
+	SIB_ERR_BOOTSTRAP = -14,    /* PMIx failed or is absent */
+	SIB_STATUS_LAST = -15,
+} sib_status_t;
+
+SIB_API const char *sib_status_string(sib_status_t st);
+
+#define SIB_ANY_SOURCE UINT32_MAX
+#define SIB_MAX_CLASSES 8
+#define SIB_AM_MAX_ID 64
+
+typedef struct sib_context sib_context_t;
+typedef struct sib_worker sib_worker_t;
+typedef struct sib_ep sib_ep_t;
+typedef struct sib_request sib_request_t;
+typedef struct sib_message sib_message_t;   /* taken by a matched probe */
+
+typedef enum { SIB_THREAD_SINGLE = 0, SIB_THREAD_MULTI = 1 } sib_thread_mode_t;
+typedef enum { SIB_PROGRESS_POLL = 0, SIB_PROGRESS_BLOCKING = 1 } sib_progress_mode_t;
+
+/* One receive-buffer size class: an XRC SRQ of `depth` buffers of `size`
+ * bytes each (header included). */
+struct sib_class_param {
+	uint32_t size;
+	uint32_t depth;
+};
+
+/*
+ * Context parameters.  Zero means "the default" for every field; defaults
+ * can also come from the environment, one named key each (checked: a bad
+ * value is an error, not silently ignored):
+ *   SIB_JOB_KEY        name of the job (the XRC domain file derives from it)
+ *   SIB_SRQ_CLASSES    number of size classes (1..8)
+ *   SIB_SRQ<i>_SIZE    buffer size of class i (bytes, 64..1 MiB, increasing)
+ *   SIB_SRQ<i>_DEPTH   buffers of class i (16..16384)
+ *   SIB_SHORT_MAX      largest message sent by the short protocol (inline)
+ *   SIB_PROGRESS       "poll" or "blocking"
+ *   SIB_DEVICE         device name (default: the first)
+ * Parameters given here win over the environment.
+ */
+struct sib_context_params {
+	const char *job_key;
+	const char *device;
+	uint32_t nclasses;
+	struct sib_class_param classes[SIB_MAX_CLASSES];
+	int32_t short_max;             /* -1: short protocol off; 0: default */
+	sib_thread_mode_t thread_mode;
+	sib_progress_mode_t progress_mode;
+	int progress_mode_set;         /* 1: progress_mode given here */
+};
+
+SIB_API sib_status_t sib_context_create(const struct sib_context_params *p,
+					sib_context_t **ctx);
+SIB_API sib_status_t sib_context_destroy(sib_context_t *ctx);
+
+/* Worker parameters.  `id` names this worker to its peers (the source of
+ * its messages as the receiver sees it: a rank, say); it must be unique in
+ * the job.  id_set = 0 derives one from the host and the pid. */
+struct sib_worker_params {
+	uint32_t id;
+	int id_set;
+};
+
+SIB_API sib_status_t sib_worker_create(sib_context_t *ctx,
+				       const struct sib_worker_params *p,
+				       sib_worker_t **w);
+SIB_API sib_status_t sib_worker_destroy(sib_worker_t *w);
+/* Make progress; returns how many events it handled (>= 0) or an error. */
+SIB_API int sib_worker_progress(sib_worker_t *w);
+/* An fd that becomes readable when the worker has something to do (put it
+ * in your epoll; call sib_worker_arm() before sleeping on it, then
+ * sib_worker_progress when it fires). */
+SIB_API sib_status_t sib_worker_fd(sib_worker_t *w, int *fd);
+/* SIB_OK: safe to sleep on the fd; SIB_ERR_BUSY: progress first. */
+SIB_API sib_status_t sib_worker_arm(sib_worker_t *w);
+/* Sleep until there is something to do or timeout_ms passes (-1: none). */
+SIB_API sib_status_t sib_worker_wait(sib_worker_t *w, int timeout_ms);
+/* The address blob: *addr is malloc'd, release with sib_address_free. */
+SIB_API sib_status_t sib_worker_get_address(sib_worker_t *w, void **addr,
+					    size_t *len);
+SIB_API void sib_address_free(void *addr);
+SIB_API uint32_t sib_worker_id(const sib_worker_t *w);
+
+/* Endpoints.  Creating one makes no connection: the first send does. */
+SIB_API sib_status_t sib_ep_create(sib_worker_t *w, const void *addr,
+				   size_t len, sib_ep_t **ep);
+/* Flush: every send on the endpoint has completed (*req NULL and SIB_OK)
+ * or will, when the returned request completes. */
+SIB_API sib_status_t sib_ep_flush(sib_ep_t *ep, sib_request_t **req);
+/* Destroy: its requests still in flight fail with SIB_ERR_CANCELED. */
+SIB_API sib_status_t sib_ep_destroy(sib_ep_t *ep);
+/* SIB_OK, or SIB_ERR_PEER_FAILED once the peer is known to be dead. */
+SIB_API sib_status_t sib_ep_status(const sib_ep_t *ep);
+SIB_API uint32_t sib_ep_peer_id(const sib_ep_t *ep);
+
+/* Completion of a tagged operation. */
+struct sib_tag_status {
+	sib_status_t status;
+	uint32_t source;      /* sender's worker id */
+	uint32_t ctx_id;
+	uint64_t tag;
+	size_t length;        /* bytes of the message (for a truncated receive:
+				 the sender's length; the buffer holds what fit) */
+};
+
+typedef void (*sib_send_cb_t)(sib_request_t *req, sib_status_t st, void *arg);
+typedef void (*sib_recv_cb_t)(sib_request_t *req,
+			      const struct sib_tag_status *st, void *arg);
+
+/* Optional per-operation parameters (NULL: none). */
+struct sib_op_params {
+	sib_send_cb_t send_cb;
+	sib_recv_cb_t recv_cb;
+	void *cb_arg;
+};
+
+/*
+ * Non-blocking tagged send of `len` bytes at `buf` (the buffer may be
+ * reused as soon as the call returns: it is copied).  Returns SIB_OK with
+ * *req set (complete it with test/wait, then sib_request_free; or free it
+ * at once and let it go by itself), or an error with *req NULL.  The send
+ * completes when the receiver's HCA has the message (SIB_OK) or with
+ * SIB_ERR_PEER_FAILED.  The same for every call below that makes a
+ * request.  A callback (op) runs exactly once per request, from progress,
+ * or from inside the starting call when it completes at once (a receive
+ * whose message has already arrived).
+ */
+SIB_API sib_status_t sib_tag_send_nb(sib_ep_t *ep, const void *buf,
+				     size_t len, uint64_t tag, uint32_t ctx_id,
+				     const struct sib_op_params *op,
+				     sib_request_t **req);
+/* Receive into buf (up to len bytes) the oldest message of context ctx_id
+ * with (msg_tag & mask) == (tag & mask) from source `src` (a worker id or
+ * SIB_ANY_SOURCE).  MPI's rules: oldest posted receive first, per-sender
+ * order kept, a longer message fills the buffer and completes with
+ * SIB_ERR_TRUNCATED. */
+SIB_API sib_status_t sib_tag_recv_nb(sib_worker_t *w, void *buf, size_t len,
+				     uint32_t src, uint64_t tag, uint64_t mask,
+				     uint32_t ctx_id,
+				     const struct sib_op_params *op,
+				     sib_request_t **req);
+/* Probe: SIB_OK and *st filled when a matching message has arrived,
+ * SIB_ERR_NO_MESSAGE otherwise.  With msg != NULL the message is taken
+ * (matched probe): receive it with sib_tag_mrecv_nb. */
+SIB_API sib_status_t sib_tag_probe_nb(sib_worker_t *w, uint32_t src,
+				      uint64_t tag, uint64_t mask,
+				      uint32_t ctx_id,
+				      struct sib_tag_status *st,
+				      sib_message_t **msg);
+SIB_API sib_status_t sib_tag_mrecv_nb(sib_worker_t *w, void *buf, size_t len,
+				      sib_message_t *msg,
+				      const struct sib_op_params *op,
+				      sib_request_t **req);
+
+/* Requests.  test: SIB_INPROGRESS or the final status.  wait: progresses
+ * (or sleeps, in blocking mode) until the request completes.  cancel: a
+ * receive not yet matched completes with SIB_ERR_CANCELED (a send cannot
+ * be cancelled once posted: SIB_ERR_BUSY).  free: after completion, or
+ * before (then it is released when it completes, callback still run). */
+SIB_API sib_status_t sib_request_test(sib_request_t *req,
+				      struct sib_tag_status *st);
+SIB_API sib_status_t sib_request_wait(sib_request_t *req,
+				      struct sib_tag_status *st);
+SIB_API sib_status_t sib_request_cancel(sib_request_t *req);
+SIB_API void sib_request_free(sib_request_t *req);
+
+/* Active messages.  The handler runs from progress with the header and the
+ * payload.  It returns SIB_OK (payload no longer needed after return) or
+ * SIB_INPROGRESS (it keeps the payload: release it later with
+ * sib_am_data_release(w, data)). */
+typedef sib_status_t (*sib_am_handler_t)(void *arg, uint32_t source,
+					 const void *header, size_t hlen,
+					 void *data, size_t dlen);
+SIB_API sib_status_t sib_am_register(sib_worker_t *w, unsigned id,
+				     sib_am_handler_t h, void *arg);
+SIB_API sib_status_t sib_am_send_nb(sib_ep_t *ep, unsigned id,
+				    const void *header, size_t hlen,
+				    const void *data, size_t dlen,
+				    const struct sib_op_params *op,
+				    sib_request_t **req);
+SIB_API void sib_am_data_release(sib_worker_t *w, void *data);
+
+/* Limits and counters, for tests and tools. */
+enum sib_proto_id { SIB_PROTO_SHORT, SIB_PROTO_EAGER, SIB_PROTO_RNDV,
+		    SIB_PROTO_MAX };
+
+struct sib_worker_attr {
+	size_t short_max;       /* largest short-protocol payload */
+	size_t eager_max;       /* largest eager payload (= largest message) */
+	uint32_t nclasses;
+	struct sib_class_param classes[SIB_MAX_CLASSES];
+	uint32_t id;
+	int progress_mode, thread_mode;
+	uint32_t send_qps;      /* XRC send QPs this worker holds now */
+	uint32_t send_qps_max;  /* ... at most, over its life */
+	uint32_t recv_qps;      /* XRC receive QPs it created (and holds) */
+	uint32_t hosts_sent_to; /* distinct hosts it has sent to */
+	uint32_t eps, eps_failed;
+	uint64_t tx_msgs[SIB_PROTO_MAX], tx_bytes[SIB_PROTO_MAX];
+	uint64_t rx_msgs[SIB_PROTO_MAX], rx_bytes[SIB_PROTO_MAX];
+	uint64_t unexpected, unexpected_now, posted_now;
+	uint64_t srq_limit_events, srq_refills, reconnects, handshakes;
+	uint64_t resent;        /* sends re-posted after a connection failed */
+};
+
+SIB_API sib_status_t sib_worker_query(sib_worker_t *w,
+				      struct sib_worker_attr *attr);
+/* Publish the diagnostics file now (softib sib reads it). */
+SIB_API sib_status_t sib_worker_publish(sib_worker_t *w);
+
+/* Bootstrap through PMIx (under mpirun): a context and worker, and one
+ * endpoint per rank of the job (eps[rank]; eps[my rank] reaches myself).
+ * The worker id is the rank. */
+struct sib_job {
+	sib_context_t *ctx;
+	sib_worker_t *worker;
+	uint32_t rank, size;
+	sib_ep_t **eps;
+};
+SIB_API sib_status_t sib_init_pmix(const struct sib_context_params *p,
+				   struct sib_job *job);
+SIB_API sib_status_t sib_fini_pmix(struct sib_job *job);
+/* A barrier through PMIx (no data). */
+SIB_API sib_status_t sib_job_fence(struct sib_job *job);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

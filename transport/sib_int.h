@@ -1,0 +1,338 @@
+/*
+ * sib_int.h: what the files of libsib share (not installed).
+ *
+ *   context.c  parameters (named keys, checked), the hwloc topology
+ *   worker.c   a worker's verbs objects, progress, sleeping, async events
+ *   host.c     XRC send QPs (one per remote host), receive QPs, the UD
+ *              handshake that connects them, failure and reconnection
+ *   proto.c    the protocol table (short, eager; rendezvous slot empty)
+ *              and the receive path
+ *   tag.c      requests, endpoints, tagged operations, active messages
+ *   stats.c    counters, sib_worker_query, the diagnostics file
+ *   pmix.c     sib_init_pmix
+ *
+ * Only the public verbs API is used (<infiniband/verbs.h>).
+ */
+#ifndef SIB_INT_H
+#define SIB_INT_H
+
+#include <infiniband/verbs.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "sib.h"
+#include "sib_mq.h"
+
+#define SIB_LOCAL __attribute__((visibility("hidden")))
+#define SIB_CONTAINER(p, T, m) ((T *)((char *)(p) - offsetof(T, m)))
+
+/* ---- intrusive lists (same node type as the matching engine's) ---- */
+typedef struct sib_mq_link sib_link_t;
+
+static inline void sib_list_init(sib_link_t *h) { h->prev = h->next = h; }
+static inline bool sib_list_empty(const sib_link_t *h) { return h->next == h; }
+static inline void sib_list_del(sib_link_t *e)
+{
+	e->prev->next = e->next;
+	e->next->prev = e->prev;
+	e->prev = e->next = e;
+}
+static inline void sib_list_add_tail(sib_link_t *h, sib_link_t *e)
+{
+	e->prev = h->prev;
+	e->next = h;
+	h->prev->next = e;
+	h->prev = e;
+}
+static inline void sib_list_add_head(sib_link_t *h, sib_link_t *e)
+{
+	sib_list_add_tail(h->next, e);
+}
+
+/* ---- the wire header, at the start of every SEND's payload ----
+ * Carried in the payload (not in immediate data): 24 bytes, so that the
+ * short protocol's single inline SEND holds header and message together. */
+enum sib_msg_type { SIB_MSG_TAG = 1, SIB_MSG_AM = 2 };
+
+struct sib_hdr {
+	uint8_t type;       /* enum sib_msg_type */
+	uint8_t proto;      /* enum sib_proto_id that carried it */
+	uint16_t am_id;     /* AM: handler id */
+	uint32_t src;       /* sender's worker id */
+	uint32_t ctx;       /* tag: context id; AM: header length */
+	uint32_t seq;       /* per (sender, receiver) sequence */
+	uint64_t tag;
+};
+#define SIB_HDR ((uint32_t)sizeof(struct sib_hdr))
+
+/* ---- the UD handshake ---- */
+enum sib_hs_type { SIB_HS_REQ = 1, SIB_HS_REP = 2, SIB_HS_PING = 3,
+		   SIB_HS_PONG = 4 };
+#define SIB_HS_MAGIC 0x53494231u   /* "SIB1" */
+
+struct sib_hs {
+	uint32_t magic;
+	uint32_t type;
+	uint32_t from_id, to_id;
+	uint64_t from_host;
+	uint32_t send_qpn;  /* REQ: the requester's XRC send QP */
+	uint32_t recv_qpn;  /* REP: the XRC receive QP made for it */
+	uint32_t psn;
+	uint32_t token;     /* REP echoes REQ's */
+	uint32_t ud_qpn;    /* where to answer */
+	uint16_t lid;
+	uint16_t pad;
+	uint8_t gid[16];
+};
+
+/* ---- the address blob ---- */
+#define SIB_ADDR_MAGIC 0x53494241u  /* "SIBA" */
+struct sib_addr {
+	uint32_t magic;
+	uint32_t id;
+	uint32_t pid;
+	int32_t package;     /* hwloc package of the process, -1 unknown */
+	uint64_t host;       /* host key: netns inode ^ hostname hash */
+	uint8_t gid[16];
+	uint16_t lid;
+	uint16_t nclasses;
+	uint32_t ud_qpn;
+	uint64_t job;        /* hash of the job key: one job, one XRC domain */
+	uint32_t class_size[SIB_MAX_CLASSES];
+	uint32_t srqn[SIB_MAX_CLASSES];
+};
+
+/* ---- context ---- */
+struct sib_context {
+	char job_key[128];
+	char device[64];
+	uint32_t nclasses;
+	struct sib_class_param classes[SIB_MAX_CLASSES];
+	uint32_t short_max;      /* 0: short protocol off */
+	sib_thread_mode_t thread_mode;
+	sib_progress_mode_t progress_mode;
+	void *topo;              /* hwloc_topology_t, NULL if it failed */
+	int package;             /* package of the cpus we run on, -1 unknown */
+	uint64_t host_key;
+	uint64_t job_hash;
+	unsigned nworkers;
+};
+
+/* ---- a remote host: my one XRC send QP toward it ---- */
+enum sib_conn_state { SIB_CONN_IDLE, SIB_CONN_WAIT_REP, SIB_CONN_UP,
+		      SIB_CONN_DRAIN };
+
+struct sib_host {
+	sib_link_t link;         /* worker->hosts */
+	uint64_t key;
+	bool local;              /* my own host: no handshake */
+	bool ever_sent;
+	enum sib_conn_state state;
+	struct ibv_qp *sqp;      /* XRC send QP */
+	struct ibv_qp *tqp;      /* local host: the receive QP I made */
+	uint32_t inflight;       /* WRs posted and not completed */
+	sib_link_t sent;         /* requests posted, oldest first */
+	sib_link_t pending;      /* requests waiting for the connection */
+	sib_link_t retry;        /* flushed by a failed QP: sent again first */
+	struct sib_ep *hs_ep;    /* handshake partner */
+	uint32_t token, psn;
+	int hs_tries;
+	uint64_t hs_next_ms;
+	uint64_t reconnects;
+};
+
+/* ---- a remote worker (endpoint); also the receive state of a sender ---- */
+struct sib_ep {
+	sib_link_t link;         /* worker->eps */
+	sib_worker_t *w;
+	uint32_t id;
+	int refs;                /* user handles (sib_ep_create calls) */
+	bool has_addr;
+	bool failed;
+	struct sib_addr addr;
+	struct sib_host *host;
+	struct ibv_ah *ah;       /* UD address handle for handshakes */
+	uint32_t tx_seq;         /* next sequence I send it */
+	uint32_t rx_seq;         /* next sequence I expect from it */
+	uint64_t tx_issued, tx_done;
+	uint64_t rx_named;       /* posted receives naming it */
+	uint64_t ping_next_ms;
+	int ping_missed;
+	sib_link_t flushes;      /* flush requests waiting */
+};
+
+/* ---- requests ---- */
+enum sib_req_kind { SIB_REQ_SEND, SIB_REQ_RECV, SIB_REQ_FLUSH };
+
+#define SIB_SHORT_CAP 256        /* the largest short payload ever kept */
+
+struct sib_request {
+	enum sib_req_kind kind;
+	sib_worker_t *w;
+	struct sib_ep *ep;
+	bool done, freed, wild;
+	struct sib_tag_status st;
+	sib_send_cb_t send_cb;
+	sib_recv_cb_t recv_cb;
+	void *cb_arg;
+	sib_link_t qlink;        /* host sent/pending list, or ep flush list */
+	/* receive */
+	struct sib_mq_recv mrecv;
+	void *buf;
+	size_t len;
+	/* send */
+	enum sib_proto_id proto;
+	uint32_t cls;            /* receiver's size class */
+	uint32_t wire_len;       /* header + payload */
+	int slot;                /* bounce slot (eager), -1 none */
+	uint64_t flush_target;
+	int resends;
+	uint8_t *data;           /* header + payload (short: inline copy) */
+	uint8_t inl[SIB_HDR + SIB_SHORT_CAP];
+};
+
+/* An arrived message nobody waited for (copied out of the SRQ buffer). */
+struct sib_message {
+	struct sib_mq_msg m;
+	size_t len;
+	uint8_t data[];
+};
+
+struct sib_am_slot {
+	sib_am_handler_t cb;
+	void *arg;
+};
+
+/* The counters, per protocol and per event. */
+struct sib_counters {
+	uint64_t tx_msgs[SIB_PROTO_MAX], tx_bytes[SIB_PROTO_MAX];
+	uint64_t rx_msgs[SIB_PROTO_MAX], rx_bytes[SIB_PROTO_MAX];
+	uint64_t unexpected, srq_limit_events, srq_refills, reconnects;
+	uint64_t handshakes, resent, dup_dropped, seq_gaps;
+	uint32_t send_qps_max, recv_qps;
+};
+
+struct sib_srq_class {
+	struct ibv_srq *srq;
+	uint32_t srqn, size, depth;
+	uint8_t *buf;
+	struct ibv_mr *mr;
+	uint32_t posted;         /* buffers in the SRQ now */
+	uint32_t held;           /* kept by AM handlers */
+};
+
+struct sib_worker {
+	sib_context_t *ctx;
+	uint32_t id;
+	pthread_mutex_t lock;    /* taken by every call in SIB_THREAD_MULTI */
+	bool mt;
+	struct ibv_context *dev;
+	struct ibv_port_attr port;
+	union ibv_gid gid;
+	struct ibv_pd *pd;
+	struct ibv_xrcd *xrcd;
+	int xrcd_fd;
+	struct ibv_comp_channel *chan;
+	struct ibv_cq *scq, *rcq, *ucq;
+	struct sib_srq_class cls[SIB_MAX_CLASSES];
+	uint32_t nclasses;
+	uint32_t max_inline;
+	/* send bounce slots (eager), registered */
+	uint8_t *sbuf;
+	struct ibv_mr *smr;
+	uint32_t nslots, slot_size;
+	int *free_slots;
+	uint32_t nfree;
+	sib_link_t slot_wait;    /* requests waiting for a slot */
+	/* UD handshake QP */
+	struct ibv_qp *ud;
+	uint8_t *ubuf;
+	struct ibv_mr *umr;
+	uint32_t ud_nrecv;
+	uint32_t ud_send_next;
+	/* receive QPs I made for other hosts' send QPs */
+	sib_link_t tqps;
+	sib_link_t hosts, eps;
+	uint32_t send_qps;
+	uint32_t inflight;       /* WRs on every send QP (bounded by the CQ) */
+	uint32_t rx_wild;        /* posted receives from any source */
+	sib_link_t ahs;          /* UD address handles, cached */
+	struct sib_mq mq;
+	struct sib_am_slot am[SIB_AM_MAX_ID];
+	struct sib_counters c;
+	int epfd;
+	uint64_t next_timer_ms, next_publish_ms;
+	char stats_path[256];
+	uint32_t token_next;
+	/* deaths reported from another thread (PMIx events) */
+	pthread_mutex_t dead_lock;
+	uint32_t dead_ids[64];
+	uint32_t ndead;
+};
+
+struct sib_tqp {             /* an XRC receive QP I hold for a remote sender */
+	sib_link_t link;
+	struct ibv_qp *qp;
+	uint32_t recv_qpn;
+	uint64_t host;
+	uint32_t send_qpn, from_id;
+};
+
+/* ---- context.c ---- */
+SIB_LOCAL uint64_t sib_now_ms(void);
+SIB_LOCAL void sib_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- worker.c ---- */
+SIB_LOCAL void sib_lock(sib_worker_t *w);
+SIB_LOCAL void sib_unlock(sib_worker_t *w);
+SIB_LOCAL int sib_progress_locked(sib_worker_t *w);
+SIB_LOCAL void sib_srq_repost(sib_worker_t *w, uint32_t cls, uint32_t idx);
+
+/* ---- host.c ---- */
+SIB_LOCAL struct sib_host *sib_host_get(sib_worker_t *w, const struct sib_addr *a);
+SIB_LOCAL void sib_host_submit(sib_worker_t *w, struct sib_host *h,
+			       struct sib_request *r);
+SIB_LOCAL void sib_host_send_done(sib_worker_t *w, struct ibv_wc *wc);
+SIB_LOCAL void sib_ud_rx(sib_worker_t *w, struct ibv_wc *wc);
+SIB_LOCAL void sib_hosts_timer(sib_worker_t *w, uint64_t now);
+SIB_LOCAL void sib_hosts_destroy(sib_worker_t *w);
+SIB_LOCAL int sib_ud_setup(sib_worker_t *w);
+SIB_LOCAL void sib_ep_fail(sib_worker_t *w, struct sib_ep *ep);
+SIB_LOCAL int sib_tqps_count(sib_worker_t *w);
+SIB_LOCAL int sib_inline_probe(sib_worker_t *w);
+
+/* ---- proto.c ---- */
+struct sib_proto {
+	const char *name;
+	/* largest payload (bytes, header excluded) it carries on worker w */
+	size_t (*max_payload)(const sib_worker_t *w);
+	/* post r on h's send QP: 0 or an errno */
+	int (*post)(sib_worker_t *w, struct sib_host *h, struct sib_request *r);
+};
+SIB_LOCAL extern const struct sib_proto sib_protos[SIB_PROTO_MAX];
+SIB_LOCAL sib_status_t sib_proto_select(const sib_worker_t *w, size_t len,
+					enum sib_proto_id *id);
+SIB_LOCAL void sib_rx(sib_worker_t *w, struct ibv_wc *wc);
+SIB_LOCAL size_t sib_eager_max(const sib_worker_t *w);
+SIB_LOCAL size_t sib_short_max(const sib_worker_t *w);
+
+/* ---- tag.c ---- */
+SIB_LOCAL struct sib_ep *sib_ep_find(sib_worker_t *w, uint32_t id);
+SIB_LOCAL struct sib_ep *sib_ep_get(sib_worker_t *w, uint32_t id);
+SIB_LOCAL void sib_req_complete(struct sib_request *r, sib_status_t st);
+SIB_LOCAL void sib_send_finished(sib_worker_t *w, struct sib_request *r,
+				 sib_status_t st);
+SIB_LOCAL void sib_deliver(sib_worker_t *w, struct sib_ep *src,
+			   const struct sib_hdr *h, uint8_t *payload,
+			   size_t len, uint32_t cls, uint32_t idx, bool *keep);
+SIB_LOCAL void sib_slot_release(sib_worker_t *w, int slot);
+SIB_LOCAL void sib_requests_destroy(sib_worker_t *w);
+
+/* ---- stats.c ---- */
+SIB_LOCAL void sib_stats_publish(sib_worker_t *w);
+SIB_LOCAL void sib_stats_remove(sib_worker_t *w);
+
+#endif

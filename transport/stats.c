@@ -1,0 +1,172 @@
+/*
+ * stats.c: the runtime's counters.  sib_worker_query gives them to the
+ * program (tests assert on them); the diagnostics file gives them to
+ * `softib sib`: a text file per worker,
+ * /dev/shm/sib-stats-<uid>-<SOFTIB_SEG_TAG>-<pid>-<id>,
+ * rewritten (to a temporary name, then renamed: a reader never sees half)
+ * at most every 500 ms from progress and on sib_worker_publish.
+ * Format: one record per line, "kind key=value ...".
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sib_int.h"
+
+static const char *const state_names[] = {
+	[SIB_CONN_IDLE] = "idle", [SIB_CONN_WAIT_REP] = "handshake",
+	[SIB_CONN_UP] = "up", [SIB_CONN_DRAIN] = "draining",
+};
+
+static uint32_t hosts_sent_to(const sib_worker_t *w)
+{
+	uint32_t n = 0;
+
+	for (sib_link_t *e = w->hosts.next; e != &w->hosts; e = e->next)
+		n += SIB_CONTAINER(e, struct sib_host, link)->ever_sent;
+	return n;
+}
+
+SIB_API sib_status_t sib_worker_query(sib_worker_t *w, struct sib_worker_attr *a)
+{
+	if (!w || !a)
+		return SIB_ERR_INVALID_PARAM;
+	sib_lock(w);
+	memset(a, 0, sizeof(*a));
+	a->short_max = sib_short_max(w);
+	a->eager_max = sib_eager_max(w);
+	a->nclasses = w->nclasses;
+	for (uint32_t i = 0; i < w->nclasses; i++)
+		a->classes[i] = (struct sib_class_param){ w->cls[i].size,
+							  w->cls[i].depth };
+	a->id = w->id;
+	a->progress_mode = w->ctx->progress_mode;
+	a->thread_mode = w->ctx->thread_mode;
+	a->send_qps = w->send_qps;
+	a->send_qps_max = w->c.send_qps_max;
+	a->recv_qps = w->c.recv_qps;
+	a->hosts_sent_to = hosts_sent_to(w);
+	for (sib_link_t *e = w->eps.next; e != &w->eps; e = e->next) {
+		struct sib_ep *ep = SIB_CONTAINER(e, struct sib_ep, link);
+
+		a->eps += ep->has_addr;
+		a->eps_failed += ep->failed;
+	}
+	memcpy(a->tx_msgs, w->c.tx_msgs, sizeof(a->tx_msgs));
+	memcpy(a->tx_bytes, w->c.tx_bytes, sizeof(a->tx_bytes));
+	memcpy(a->rx_msgs, w->c.rx_msgs, sizeof(a->rx_msgs));
+	memcpy(a->rx_bytes, w->c.rx_bytes, sizeof(a->rx_bytes));
+	a->unexpected = w->c.unexpected;
+	a->unexpected_now = sib_mq_unexpected_count(&w->mq);
+	a->posted_now = sib_mq_posted_count(&w->mq);
+	a->srq_limit_events = w->c.srq_limit_events;
+	a->srq_refills = w->c.srq_refills;
+	a->reconnects = w->c.reconnects;
+	a->handshakes = w->c.handshakes;
+	a->resent = w->c.resent;
+	sib_unlock(w);
+	return SIB_OK;
+}
+
+static void write_stats(sib_worker_t *w, FILE *f)
+{
+	sib_context_t *c = w->ctx;
+
+	fprintf(f, "worker id=%u pid=%d host=%016llx package=%d job=%s "
+		"progress=%s threads=%s send_qps=%u send_qps_max=%u recv_qps=%u "
+		"hosts_sent_to=%u short_max=%zu eager_max=%zu\n",
+		w->id, (int)getpid(), (unsigned long long)c->host_key, c->package,
+		c->job_key, c->progress_mode ? "blocking" : "poll",
+		c->thread_mode ? "multi" : "single", w->send_qps,
+		w->c.send_qps_max, w->c.recv_qps, hosts_sent_to(w),
+		sib_short_max(w), sib_eager_max(w));
+	for (uint32_t i = 0; i < w->nclasses; i++)
+		fprintf(f, "srq class=%u size=%u depth=%u srqn=%u posted=%u held=%u\n",
+			i, w->cls[i].size, w->cls[i].depth, w->cls[i].srqn,
+			w->cls[i].posted, w->cls[i].held);
+	for (sib_link_t *e = w->hosts.next; e != &w->hosts; e = e->next) {
+		struct sib_host *h = SIB_CONTAINER(e, struct sib_host, link);
+
+		fprintf(f, "conn host=%016llx local=%d state=%s send_qpn=%u "
+			"inflight=%u reconnects=%llu\n",
+			(unsigned long long)h->key, h->local, state_names[h->state],
+			h->sqp ? h->sqp->qp_num : 0, h->inflight,
+			(unsigned long long)h->reconnects);
+	}
+	for (sib_link_t *e = w->tqps.next; e != &w->tqps; e = e->next) {
+		struct sib_tqp *t = SIB_CONTAINER(e, struct sib_tqp, link);
+
+		fprintf(f, "rqp recv_qpn=%u for=%u from_host=%016llx send_qpn=%u\n",
+			t->recv_qpn, t->from_id, (unsigned long long)t->host,
+			t->send_qpn);
+	}
+	for (sib_link_t *e = w->eps.next; e != &w->eps; e = e->next) {
+		struct sib_ep *ep = SIB_CONTAINER(e, struct sib_ep, link);
+		bool same_host = ep->has_addr && ep->addr.host == c->host_key;
+
+		fprintf(f, "ep id=%u addr=%d locality=%s failed=%d tx=%llu "
+			"tx_done=%llu rx_seq=%u\n", ep->id, ep->has_addr,
+			!ep->has_addr ? "unknown" : !same_host ? "remote" :
+			(c->package >= 0 && ep->addr.package == c->package) ?
+			"same-package" : "same-host", ep->failed,
+			(unsigned long long)ep->tx_issued,
+			(unsigned long long)ep->tx_done, ep->rx_seq);
+	}
+	for (int i = 0; i < SIB_PROTO_MAX; i++)
+		fprintf(f, "proto name=%s tx_msgs=%llu tx_bytes=%llu rx_msgs=%llu "
+			"rx_bytes=%llu\n", sib_protos[i].name,
+			(unsigned long long)w->c.tx_msgs[i],
+			(unsigned long long)w->c.tx_bytes[i],
+			(unsigned long long)w->c.rx_msgs[i],
+			(unsigned long long)w->c.rx_bytes[i]);
+	fprintf(f, "counters unexpected=%llu unexpected_now=%zu posted_now=%zu "
+		"srq_limit_events=%llu reconnects=%llu handshakes=%llu resent=%llu "
+		"dup_dropped=%llu seq_gaps=%llu\n",
+		(unsigned long long)w->c.unexpected,
+		sib_mq_unexpected_count(&w->mq), sib_mq_posted_count(&w->mq),
+		(unsigned long long)w->c.srq_limit_events,
+		(unsigned long long)w->c.reconnects,
+		(unsigned long long)w->c.handshakes,
+		(unsigned long long)w->c.resent,
+		(unsigned long long)w->c.dup_dropped,
+		(unsigned long long)w->c.seq_gaps);
+}
+
+void sib_stats_publish(sib_worker_t *w)
+{
+	char tmp[300];
+	FILE *f;
+
+	if (!w->stats_path[0]) {
+		/* named after the softib segment too (SOFTIB_SEG_TAG): the
+		 * tool shows the workers of the segment it looks at */
+		const char *tag = getenv("SOFTIB_SEG_TAG");
+
+		snprintf(w->stats_path, sizeof(w->stats_path),
+			 "/dev/shm/sib-stats-%u-%s-%d-%u", (unsigned)getuid(),
+			 tag ? tag : "", (int)getpid(), w->id);
+	}
+	snprintf(tmp, sizeof(tmp), "%s.tmp", w->stats_path);
+	f = fopen(tmp, "w");
+	if (!f)
+		return;
+	write_stats(w, f);
+	if (fclose(f) == 0)
+		rename(tmp, w->stats_path);
+}
+
+void sib_stats_remove(sib_worker_t *w)
+{
+	if (w->stats_path[0])
+		unlink(w->stats_path);
+}
+
+SIB_API sib_status_t sib_worker_publish(sib_worker_t *w)
+{
+	if (!w)
+		return SIB_ERR_INVALID_PARAM;
+	sib_lock(w);
+	sib_stats_publish(w);
+	sib_unlock(w);
+	return SIB_OK;
+}

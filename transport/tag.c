@@ -1,0 +1,695 @@
+/*
+ * tag.c: requests, endpoints, tagged send / receive / probe / matched
+ * probe, flush, and active messages.  Matching itself is the engine's
+ * (sib_mq_*); this file moves bytes and completes requests.
+ *
+ * Callbacks run exactly once per request, from progress or from inside the
+ * call that starts the operation when it completes at once (a receive that
+ * finds its message already there).
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sib_int.h"
+
+/* ---------------- endpoints ---------------- */
+
+struct sib_ep *sib_ep_find(sib_worker_t *w, uint32_t id)
+{
+	for (sib_link_t *e = w->eps.next; e != &w->eps; e = e->next) {
+		struct sib_ep *ep = SIB_CONTAINER(e, struct sib_ep, link);
+
+		if (ep->id == id)
+			return ep;
+	}
+	return NULL;
+}
+
+/* The state of worker `id`, made on first sight (a sender I have no
+ * address for still needs its receive sequence). */
+struct sib_ep *sib_ep_get(sib_worker_t *w, uint32_t id)
+{
+	struct sib_ep *ep = sib_ep_find(w, id);
+
+	if (ep || id == SIB_ANY_SOURCE)
+		return ep;
+	ep = calloc(1, sizeof(*ep));
+	if (!ep)
+		return NULL;
+	ep->w = w;
+	ep->id = id;
+	sib_list_init(&ep->flushes);
+	/* most recently seen first: finding the hot peers is cheap */
+	sib_list_add_head(&w->eps, &ep->link);
+	return ep;
+}
+
+static sib_status_t addr_check(const void *addr, size_t len)
+{
+	const struct sib_addr *a = addr;
+
+	if (!addr || len != sizeof(*a) || a->magic != SIB_ADDR_MAGIC ||
+	    a->id == SIB_ANY_SOURCE || !a->nclasses ||
+	    a->nclasses > SIB_MAX_CLASSES)
+		return SIB_ERR_INVALID_PARAM;
+	for (uint32_t i = 1; i < a->nclasses; i++)
+		if (a->class_size[i] <= a->class_size[i - 1])
+			return SIB_ERR_INVALID_PARAM;
+	return SIB_OK;
+}
+
+SIB_API sib_status_t sib_ep_create(sib_worker_t *w, const void *addr,
+				   size_t len, sib_ep_t **out)
+{
+	const struct sib_addr *a = addr;
+	struct sib_ep *ep;
+	sib_status_t st;
+
+	if (!w || !out)
+		return SIB_ERR_INVALID_PARAM;
+	*out = NULL;
+	if ((st = addr_check(addr, len)))
+		return st;
+	if (a->job != w->ctx->job_hash) {
+		/* its SRQs are in another XRC domain: my receive QPs could
+		 * not reach them */
+		sib_log("address of worker %u is of another job (job key): "
+			"give every process the same SIB_JOB_KEY", a->id);
+		return SIB_ERR_INVALID_PARAM;
+	}
+	sib_lock(w);
+	ep = sib_ep_get(w, a->id);
+	if (!ep) {
+		sib_unlock(w);
+		return SIB_ERR_NO_MEMORY;
+	}
+	/* a new incarnation under a failed id (a process started again) */
+	if (ep->has_addr && ep->failed &&
+	    (ep->addr.pid != a->pid || ep->addr.ud_qpn != a->ud_qpn)) {
+		ep->failed = false;
+		ep->rx_seq = ep->tx_seq = 0;
+		ep->ping_missed = 0;
+	}
+	if (!ep->has_addr || memcmp(&ep->addr, a, sizeof(*a))) {
+		ep->host = sib_host_get(w, a);
+		if (!ep->host) {
+			sib_unlock(w);
+			return SIB_ERR_NO_MEMORY;
+		}
+		ep->addr = *a;
+		ep->has_addr = true;
+	}
+	ep->refs++;
+	*out = ep;
+	sib_unlock(w);
+	return SIB_OK;
+}
+
+SIB_API sib_status_t sib_ep_status(const sib_ep_t *ep)
+{
+	if (!ep)
+		return SIB_ERR_INVALID_PARAM;
+	return ep->failed ? SIB_ERR_PEER_FAILED : SIB_OK;
+}
+
+SIB_API uint32_t sib_ep_peer_id(const sib_ep_t *ep)
+{
+	return ep ? ep->id : SIB_ANY_SOURCE;
+}
+
+/* ---------------- requests ---------------- */
+
+static struct sib_request *req_new(sib_worker_t *w, enum sib_req_kind k,
+				   const struct sib_op_params *op)
+{
+	struct sib_request *r = malloc(sizeof(*r));
+
+	if (!r)
+		return NULL;
+	memset(r, 0, offsetof(struct sib_request, inl));
+	r->kind = k;
+	r->w = w;
+	r->slot = -1;
+	sib_list_init(&r->qlink);
+	if (op) {
+		r->send_cb = op->send_cb;
+		r->recv_cb = op->recv_cb;
+		r->cb_arg = op->cb_arg;
+	}
+	return r;
+}
+
+void sib_req_complete(struct sib_request *r, sib_status_t st)
+{
+	r->done = true;
+	r->st.status = st;
+	if (r->kind == SIB_REQ_RECV && r->recv_cb)
+		r->recv_cb(r, &r->st, r->cb_arg);
+	else if (r->kind != SIB_REQ_RECV && r->send_cb)
+		r->send_cb(r, st, r->cb_arg);
+	if (r->freed)
+		free(r);
+}
+
+static void flushes_check(struct sib_ep *ep)
+{
+	while (!sib_list_empty(&ep->flushes)) {
+		struct sib_request *f = SIB_CONTAINER(ep->flushes.next,
+						      struct sib_request, qlink);
+
+		if (ep->tx_done < f->flush_target)
+			return;
+		sib_list_del(&f->qlink);
+		sib_req_complete(f, ep->failed ? SIB_ERR_PEER_FAILED : SIB_OK);
+	}
+}
+
+void sib_slot_release(sib_worker_t *w, int slot)
+{
+	w->free_slots[w->nfree++] = slot;
+}
+
+/* A send is over (delivered, failed, cancelled): its resources go back. */
+void sib_send_finished(sib_worker_t *w, struct sib_request *r, sib_status_t st)
+{
+	if (r->slot >= 0) {
+		sib_slot_release(w, r->slot);
+		/* a slot came free: hosts waiting for one may post again */
+		if (w->nfree == 1)
+			w->next_timer_ms = 0;
+	} else if (r->data && r->data != r->inl) {
+		free(r->data);
+	}
+	struct sib_ep *ep = r->ep;   /* r may be gone after completion */
+
+	r->slot = -1;
+	r->data = NULL;
+	ep->tx_done++;
+	sib_req_complete(r, st);
+	flushes_check(ep);
+}
+
+static void recv_finish(sib_worker_t *w, struct sib_request *r, uint32_t src,
+			uint32_t ctx, uint64_t tag, const uint8_t *data,
+			size_t len)
+{
+	size_t n = len < r->len ? len : r->len;
+
+	if (n)
+		memcpy(r->buf, data, n);
+	if (r->ep && r->ep->rx_named)
+		r->ep->rx_named--;
+	if (r->wild && w->rx_wild)
+		w->rx_wild--;
+	r->st.source = src;
+	r->st.ctx_id = ctx;
+	r->st.tag = tag;
+	r->st.length = len;
+	sib_req_complete(r, len > r->len ? SIB_ERR_TRUNCATED : SIB_OK);
+}
+
+void sib_ep_fail(sib_worker_t *w, struct sib_ep *ep)
+{
+	struct sib_mq_recv *mr;
+	sib_link_t *lists[2], *e, *n;
+
+	if (ep->failed)
+		return;
+	ep->failed = true;
+	sib_log("peer %u failed", ep->id);
+	if (ep->host) {
+		lists[0] = &ep->host->pending;
+		lists[1] = &ep->host->retry;
+		for (int i = 0; i < 2; i++)
+			for (e = lists[i]->next; e != lists[i]; e = n) {
+				struct sib_request *r = SIB_CONTAINER(e, struct sib_request,
+								      qlink);
+				n = e->next;
+				if (r->ep != ep)
+					continue;
+				sib_list_del(e);
+				sib_send_finished(w, r, SIB_ERR_PEER_FAILED);
+			}
+	}
+	while ((mr = sib_mq_take_recv_from(&w->mq, ep->id))) {
+		struct sib_request *r = SIB_CONTAINER(mr, struct sib_request, mrecv);
+
+		if (ep->rx_named)
+			ep->rx_named--;
+		r->st.source = ep->id;
+		sib_req_complete(r, SIB_ERR_PEER_FAILED);
+	}
+	flushes_check(ep);
+}
+
+/* ---------------- sending ---------------- */
+
+static uint32_t class_for(const struct sib_ep *ep, uint32_t wire)
+{
+	for (uint32_t i = 0; i < ep->addr.nclasses; i++)
+		if (wire <= ep->addr.class_size[i])
+			return i;
+	return UINT32_MAX;
+}
+
+static sib_status_t send_start(struct sib_ep *ep, struct sib_hdr *h,
+			       const void *a, size_t alen,
+			       const void *b, size_t blen,
+			       const struct sib_op_params *op,
+			       sib_request_t **out)
+{
+	sib_worker_t *w = ep->w;
+	size_t len = alen + blen;
+	struct sib_request *r;
+	enum sib_proto_id proto;
+	uint32_t cls;
+
+	if (ep->failed)
+		return SIB_ERR_PEER_FAILED;
+	if (sib_proto_select(w, len, &proto))
+		return SIB_ERR_MSG_TOO_LONG;
+	cls = class_for(ep, (uint32_t)(SIB_HDR + len));
+	if (cls == UINT32_MAX)
+		return SIB_ERR_MSG_TOO_LONG;   /* the peer's buffers are smaller */
+	r = req_new(w, SIB_REQ_SEND, op);
+	if (!r)
+		return SIB_ERR_NO_MEMORY;
+	r->ep = ep;
+	r->proto = proto;
+	r->cls = cls;
+	r->wire_len = (uint32_t)(SIB_HDR + len);
+	r->data = r->wire_len <= sizeof(r->inl) ? r->inl : malloc(r->wire_len);
+	if (!r->data) {
+		free(r);
+		return SIB_ERR_NO_MEMORY;
+	}
+	h->proto = (uint8_t)proto;
+	h->src = w->id;
+	h->seq = ep->tx_seq++;
+	memcpy(r->data, h, SIB_HDR);
+	if (alen)
+		memcpy(r->data + SIB_HDR, a, alen);
+	if (blen)
+		memcpy(r->data + SIB_HDR + alen, b, blen);
+	r->st.length = len;
+	ep->tx_issued++;
+	sib_host_submit(w, ep->host, r);
+	*out = r;
+	return SIB_OK;
+}
+
+static bool ep_usable(const struct sib_ep *ep)
+{
+	return ep && ep->has_addr && ep->refs > 0;
+}
+
+SIB_API sib_status_t sib_tag_send_nb(sib_ep_t *ep, const void *buf,
+				     size_t len, uint64_t tag, uint32_t ctx_id,
+				     const struct sib_op_params *op,
+				     sib_request_t **req)
+{
+	struct sib_hdr h = { .type = SIB_MSG_TAG, .ctx = ctx_id, .tag = tag };
+	sib_status_t st;
+
+	if (req)
+		*req = NULL;
+	if (!ep_usable(ep) || !req || (!buf && len))
+		return SIB_ERR_INVALID_PARAM;
+	sib_lock(ep->w);
+	st = send_start(ep, &h, buf, len, NULL, 0, op, req);
+	if (!st) {
+		(*req)->st.tag = tag;
+		(*req)->st.ctx_id = ctx_id;
+		(*req)->st.source = ep->w->id;
+	}
+	sib_unlock(ep->w);
+	return st;
+}
+
+SIB_API sib_status_t sib_ep_flush(sib_ep_t *ep, sib_request_t **req)
+{
+	struct sib_request *f;
+
+	if (req)
+		*req = NULL;
+	if (!ep_usable(ep) || !req)
+		return SIB_ERR_INVALID_PARAM;
+	sib_lock(ep->w);
+	if (ep->tx_done >= ep->tx_issued) {
+		sib_unlock(ep->w);
+		return ep->failed ? SIB_ERR_PEER_FAILED : SIB_OK;
+	}
+	f = req_new(ep->w, SIB_REQ_FLUSH, NULL);
+	if (!f) {
+		sib_unlock(ep->w);
+		return SIB_ERR_NO_MEMORY;
+	}
+	f->ep = ep;
+	f->flush_target = ep->tx_issued;
+	sib_list_add_tail(&ep->flushes, &f->qlink);
+	*req = f;
+	sib_unlock(ep->w);
+	return SIB_INPROGRESS;
+}
+
+SIB_API sib_status_t sib_ep_destroy(sib_ep_t *ep)
+{
+	sib_worker_t *w;
+	sib_link_t *e, *n;
+
+	if (!ep_usable(ep))
+		return SIB_ERR_INVALID_PARAM;
+	w = ep->w;
+	sib_lock(w);
+	/* the receive state (sequence numbers) stays with the worker: the
+	 * peer may still send to us */
+	if (--ep->refs == 0 && ep->host) {
+		for (e = ep->host->pending.next; e != &ep->host->pending; e = n) {
+			struct sib_request *r = SIB_CONTAINER(e, struct sib_request, qlink);
+
+			n = e->next;
+			if (r->ep == ep) {
+				sib_list_del(e);
+				sib_send_finished(w, r, SIB_ERR_CANCELED);
+			}
+		}
+	}
+	sib_unlock(w);
+	return SIB_OK;
+}
+
+/* ---------------- receiving ---------------- */
+
+void sib_deliver(sib_worker_t *w, struct sib_ep *src, const struct sib_hdr *h,
+		 uint8_t *payload, size_t len, uint32_t cls, uint32_t idx,
+		 bool *keep)
+{
+	struct sib_mq_recv *mr;
+	struct sib_message *m;
+
+	(void)cls;
+	(void)idx;
+	if (h->type == SIB_MSG_AM) {
+		struct sib_am_slot *a = h->am_id < SIB_AM_MAX_ID ? &w->am[h->am_id] : NULL;
+		size_t hl = h->ctx;
+
+		if (!a || !a->cb || hl > len) {
+			sib_log("active message %u from %u: no handler", h->am_id, src->id);
+			return;
+		}
+		*keep = a->cb(a->arg, src->id, payload, hl, payload + hl,
+			      len - hl) == SIB_INPROGRESS;
+		return;
+	}
+	mr = sib_mq_arrive(&w->mq, src->id, h->ctx, h->tag);
+	if (mr) {
+		recv_finish(w, SIB_CONTAINER(mr, struct sib_request, mrecv),
+			    src->id, h->ctx, h->tag, payload, len);
+		return;
+	}
+	/* nobody waits: copy it out so the SRQ buffer goes back at once */
+	m = malloc(sizeof(*m) + len);
+	if (!m) {
+		sib_log("out of memory: message from %u dropped", src->id);
+		return;
+	}
+	memset(&m->m, 0, sizeof(m->m));
+	m->m.tag = h->tag;
+	m->m.src = src->id;
+	m->m.ctx = h->ctx;
+	m->m.len = len;
+	m->len = len;
+	memcpy(m->data, payload, len);
+	sib_mq_add_unexpected(&w->mq, &m->m);
+	w->c.unexpected++;
+}
+
+SIB_API sib_status_t sib_tag_recv_nb(sib_worker_t *w, void *buf, size_t len,
+				     uint32_t src, uint64_t tag, uint64_t mask,
+				     uint32_t ctx_id,
+				     const struct sib_op_params *op,
+				     sib_request_t **req)
+{
+	struct sib_request *r;
+	struct sib_mq_msg *mm;
+	struct sib_ep *ep = NULL;
+
+	if (req)
+		*req = NULL;
+	if (!w || !req || (!buf && len))
+		return SIB_ERR_INVALID_PARAM;
+	sib_lock(w);
+	r = req_new(w, SIB_REQ_RECV, op);
+	if (!r) {
+		sib_unlock(w);
+		return SIB_ERR_NO_MEMORY;
+	}
+	r->buf = buf;
+	r->len = len;
+	r->mrecv.tag = tag;
+	r->mrecv.mask = mask;
+	r->mrecv.src = src;
+	r->mrecv.ctx = ctx_id;
+	*req = r;
+	if (src != SIB_ANY_SOURCE)
+		ep = sib_ep_get(w, src);
+	mm = sib_mq_post(&w->mq, &r->mrecv);
+	if (mm) {
+		struct sib_message *m = SIB_CONTAINER(mm, struct sib_message, m);
+
+		recv_finish(w, r, mm->src, mm->ctx, mm->tag, m->data, m->len);
+		free(m);
+	} else if (ep && ep->failed) {
+		sib_mq_cancel(&w->mq, &r->mrecv);
+		r->st.source = src;
+		sib_req_complete(r, SIB_ERR_PEER_FAILED);
+	} else if (ep) {
+		r->ep = ep;
+		ep->rx_named++;
+	} else {
+		r->wild = true;
+		w->rx_wild++;
+	}
+	sib_unlock(w);
+	return SIB_OK;
+}
+
+SIB_API sib_status_t sib_tag_probe_nb(sib_worker_t *w, uint32_t src,
+				      uint64_t tag, uint64_t mask,
+				      uint32_t ctx_id,
+				      struct sib_tag_status *st,
+				      sib_message_t **msg)
+{
+	struct sib_mq_msg *mm;
+
+	if (msg)
+		*msg = NULL;
+	if (!w || !st)
+		return SIB_ERR_INVALID_PARAM;
+	sib_lock(w);
+	mm = sib_mq_probe(&w->mq, src, ctx_id, tag, mask, msg != NULL);
+	if (!mm) {
+		sib_progress_locked(w);
+		mm = sib_mq_probe(&w->mq, src, ctx_id, tag, mask, msg != NULL);
+	}
+	if (mm) {
+		*st = (struct sib_tag_status){ .status = SIB_OK, .source = mm->src,
+					       .ctx_id = mm->ctx, .tag = mm->tag,
+					       .length = mm->len };
+		if (msg)
+			*msg = SIB_CONTAINER(mm, struct sib_message, m);
+	}
+	sib_unlock(w);
+	return mm ? SIB_OK : SIB_ERR_NO_MESSAGE;
+}
+
+SIB_API sib_status_t sib_tag_mrecv_nb(sib_worker_t *w, void *buf, size_t len,
+				      sib_message_t *msg,
+				      const struct sib_op_params *op,
+				      sib_request_t **req)
+{
+	struct sib_request *r;
+
+	if (req)
+		*req = NULL;
+	if (!w || !msg || !req || (!buf && len))
+		return SIB_ERR_INVALID_PARAM;
+	sib_lock(w);
+	r = req_new(w, SIB_REQ_RECV, op);
+	if (!r) {
+		sib_unlock(w);
+		return SIB_ERR_NO_MEMORY;
+	}
+	r->buf = buf;
+	r->len = len;
+	*req = r;
+	recv_finish(w, r, msg->m.src, msg->m.ctx, msg->m.tag, msg->data, msg->len);
+	free(msg);
+	sib_unlock(w);
+	return SIB_OK;
+}
+
+/* ---------------- request calls ---------------- */
+
+SIB_API sib_status_t sib_request_test(sib_request_t *r, struct sib_tag_status *st)
+{
+	if (!r)
+		return SIB_ERR_INVALID_PARAM;
+	if (!r->done)
+		sib_worker_progress(r->w);
+	if (!r->done)
+		return SIB_INPROGRESS;
+	if (st)
+		*st = r->st;
+	return r->st.status;
+}
+
+SIB_API sib_status_t sib_request_wait(sib_request_t *r, struct sib_tag_status *st)
+{
+	int idle = 0;
+
+	if (!r || r->freed)
+		return SIB_ERR_INVALID_PARAM;
+	while (!r->done) {
+		if (sib_worker_progress(r->w) > 0 || r->done) {
+			idle = 0;
+			continue;
+		}
+		if (r->w->ctx->progress_mode == SIB_PROGRESS_BLOCKING)
+			sib_worker_wait(r->w, -1);
+		else if (++idle > 64)
+			sched_yield();   /* others may need the core to answer */
+	}
+	if (st)
+		*st = r->st;
+	return r->st.status;
+}
+
+SIB_API sib_status_t sib_request_cancel(sib_request_t *r)
+{
+	sib_status_t st = SIB_OK;
+	sib_worker_t *w;
+
+	if (!r)
+		return SIB_ERR_INVALID_PARAM;
+	w = r->w;   /* r may be released by its completion */
+	sib_lock(w);
+	if (r->done)
+		st = SIB_OK;   /* too late: nothing to do */
+	else if (r->kind != SIB_REQ_RECV)
+		st = SIB_ERR_BUSY;
+	else if (sib_mq_cancel(&w->mq, &r->mrecv) == 0) {
+		if (r->ep && r->ep->rx_named)
+			r->ep->rx_named--;
+		if (r->wild && w->rx_wild)
+			w->rx_wild--;
+		sib_req_complete(r, SIB_ERR_CANCELED);
+	}
+	sib_unlock(w);
+	return st;
+}
+
+SIB_API void sib_request_free(sib_request_t *r)
+{
+	if (!r || r->freed)
+		return;
+	if (r->done)
+		free(r);
+	else
+		r->freed = true;
+}
+
+/* ---------------- active messages ---------------- */
+
+SIB_API sib_status_t sib_am_register(sib_worker_t *w, unsigned id,
+				     sib_am_handler_t h, void *arg)
+{
+	if (!w || id >= SIB_AM_MAX_ID)
+		return SIB_ERR_INVALID_PARAM;
+	sib_lock(w);
+	w->am[id] = (struct sib_am_slot){ h, arg };
+	sib_unlock(w);
+	return SIB_OK;
+}
+
+SIB_API sib_status_t sib_am_send_nb(sib_ep_t *ep, unsigned id,
+				    const void *header, size_t hlen,
+				    const void *data, size_t dlen,
+				    const struct sib_op_params *op,
+				    sib_request_t **req)
+{
+	struct sib_hdr h = { .type = SIB_MSG_AM, .am_id = (uint16_t)id,
+			     .ctx = (uint32_t)hlen };
+	sib_status_t st;
+
+	if (req)
+		*req = NULL;
+	if (!ep_usable(ep) || !req || id >= SIB_AM_MAX_ID ||
+	    (!header && hlen) || (!data && dlen) || hlen > UINT16_MAX)
+		return SIB_ERR_INVALID_PARAM;
+	sib_lock(ep->w);
+	st = send_start(ep, &h, header, hlen, data, dlen, op, req);
+	sib_unlock(ep->w);
+	return st;
+}
+
+SIB_API void sib_am_data_release(sib_worker_t *w, void *data)
+{
+	if (!w || !data)
+		return;
+	sib_lock(w);
+	for (uint32_t i = 0; i < w->nclasses; i++) {
+		struct sib_srq_class *c = &w->cls[i];
+		uint8_t *p = data;
+
+		if (p >= c->buf && p < c->buf + (size_t)c->size * c->depth) {
+			c->held--;
+			sib_srq_repost(w, i, (uint32_t)((size_t)(p - c->buf) / c->size));
+			break;
+		}
+	}
+	sib_unlock(w);
+}
+
+/* ---------------- teardown ---------------- */
+
+void sib_requests_destroy(sib_worker_t *w)
+{
+	sib_link_t *e;
+
+	for (e = w->hosts.next; e != &w->hosts; e = e->next) {
+		struct sib_host *h = SIB_CONTAINER(e, struct sib_host, link);
+		sib_link_t *lists[3] = { &h->pending, &h->retry, &h->sent };
+
+		for (int i = 0; i < 3; i++)
+			while (!sib_list_empty(lists[i])) {
+				struct sib_request *r = SIB_CONTAINER(lists[i]->next,
+								      struct sib_request, qlink);
+
+				sib_list_del(&r->qlink);
+				sib_send_finished(w, r, SIB_ERR_CANCELED);
+			}
+	}
+	while (!sib_list_empty(&w->eps)) {
+		struct sib_ep *ep = SIB_CONTAINER(w->eps.next, struct sib_ep, link);
+		struct sib_mq_msg *mm;
+		struct sib_mq_recv *mr;
+
+		while ((mm = sib_mq_take_msg_from(&w->mq, ep->id)))
+			free(SIB_CONTAINER(mm, struct sib_message, m));
+		while ((mr = sib_mq_take_recv_from(&w->mq, ep->id)))
+			sib_req_complete(SIB_CONTAINER(mr, struct sib_request, mrecv),
+					 SIB_ERR_CANCELED);
+		while (!sib_list_empty(&ep->flushes)) {
+			struct sib_request *f = SIB_CONTAINER(ep->flushes.next,
+							      struct sib_request, qlink);
+
+			sib_list_del(&f->qlink);
+			sib_req_complete(f, SIB_ERR_CANCELED);
+		}
+		sib_list_del(&ep->link);
+		free(ep);
+	}
+}
