@@ -7,8 +7,9 @@
 #
 # Benchmarks (-b, build/bin/mpi_osu -t ...; default all):
 #   lat bw bibw mr allreduce alltoall put_lat
-# Transports (-T; default "softib vader tcp", softib only where
-# build/lib/openmpi/mca_btl_softib.so exists): each is an Open MPI BTL
+# Transports (-T; default "vader tcp", and softib first with
+# SOFTIB_MPI_BTL=1 where build/lib/openmpi/mca_btl_softib.so exists; its
+# rendezvous path is not right yet, docs/mpi.md): each is an Open MPI BTL
 # list, self,<transport>. vader joins only processes of one host, so
 # across hosts it is not run.
 # Settings (-S; default "1host 2hosts"):
@@ -38,7 +39,10 @@ ROOT=$PWD
 . test/integration/ompi.sh
 
 BENCHES="lat bw bibw mr allreduce alltoall put_lat"
-TRANSPORTS="softib vader tcp"
+# softib's BTL by default once it passes test_mpi.sh (SOFTIB_MPI_BTL=1
+# until then, or -T)
+TRANSPORTS="vader tcp"
+[ "${SOFTIB_MPI_BTL:-0}" = 1 ] && TRANSPORTS="softib vader tcp"
 SETTINGS="1host 2hosts"
 REPS=1 QUICK=0 OUT=$ROOT/build/bench/mpi_vs PLOT_ONLY=0
 while getopts "b:T:S:r:qo:Ph" opt; do
@@ -77,11 +81,15 @@ osu_args() {
 	local b=$1 setting=$2 tr=$3 a="-t $1"
 	case $b in lat | put_lat) a+=" -M" ;; esac
 	[ "$QUICK" = 1 ] && a+=" -m 1m"
-	if [ "$setting" = 2hosts ] && [ "$tr" = tcp ]; then
-		# ~4 ms per round trip: a few iterations per size
-		case $(kind "$b") in
-		lat) a+=" -i 20 -x 2" ;;
-		bw) a+=" -i 4 -x 1" ;;
+	if [ "$tr" = tcp ]; then
+		# Open MPI's tcp waits a timer tick per round trip between
+		# namespaces (~4 ms), and on a busy machine on one host too:
+		# a few iterations per size
+		case $setting.$(kind "$b") in
+		2hosts.lat) a+=" -i 20 -x 2" ;;
+		2hosts.bw) a+=" -i 4 -x 1" ;;
+		1host.lat) a+=" -i 200 -x 10" ;;
+		1host.bw) a+=" -i 10 -x 1" ;;
 		esac
 	elif [ "$QUICK" = 1 ]; then
 		case $(kind "$b") in

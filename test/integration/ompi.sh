@@ -24,7 +24,14 @@ ompi_softib_setup() {
 	# the default, as ompi_info prints it: "dir:dir" in quotes
 	def=$(ompi_info --param mca all --level 9 --parsable 2>/dev/null |
 		sed -n 's/^mca:mca:base:param:mca_base_component_path:value:"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p')
-	export OMPI_MCA_mca_base_component_path=${def:+$def:}$comp
+	# only directories that exist (Open MPI refuses the path otherwise:
+	# ~/.openmpi/components usually does not)
+	local d path=
+	local IFS=:
+	for d in $def; do
+		[ -d "$d" ] && path+=$d:
+	done
+	export OMPI_MCA_mca_base_component_path=$path$comp
 }
 
 # Open MPI 4.1.4: osc rdma over vader crashes in MPI_Compare_and_swap to
