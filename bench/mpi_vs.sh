@@ -337,19 +337,22 @@ run_all() {
 		[ "$setting" = 2hosts ] && hosts_down
 	done
 }
+SUMMARY=$OUT/summary.txt
 if [ "$PLOT_ONLY" = 1 ]; then
-	echo "# mpi_vs: tables and plots again from $DATA" | tee "$OUT/summary.txt"
+	# the run's own summary (with its loads) stays as it was
+	SUMMARY=$OUT/summary.replot.txt
+	echo "# mpi_vs: tables and plots again from $DATA" | tee "$SUMMARY"
 else
 	run_all
 fi
 for b in $BENCHES; do
 	for setting in $SETTINGS; do table "$b" "$setting"; done
 	plot "$b"
-done | tee -a "$OUT/summary.txt"
+done | tee -a "$SUMMARY"
 {
 	echo
 	echo "# load at end:$(uptime | sed 's/.*load average//')"
 	echo "# plots: $(for b in $BENCHES; do [ -f "$OUT/$b.png" ] && printf '%s ' "$OUT/$b.png"; done)"
 	echo "# (open one with any image viewer, e.g. xdg-open $OUT/lat.png)"
-} | tee -a "$OUT/summary.txt"
+} | tee -a "$SUMMARY"
 exit "$failed"
