@@ -229,35 +229,48 @@ static int softib_register_error(struct mca_btl_base_module_t *btl,
 /* ---- receive ---- */
 
 /*
- * One fragment arrived: the header is its BTL tag. Open MPI's callback for
- * the tag reads the payload where it lies (libsib's receive buffer, valid
- * until we return SIB_OK) through a descriptor on the stack, as the BTL
- * interface allows for received fragments.
+ * One fragment arrived. Its message header is the BTL tag, and for a
+ * sendi ob1's own header behind it; the data follows. Open MPI's callback
+ * for the tag reads it where it lies (libsib's receive buffer, valid until
+ * we return SIB_OK) through a descriptor on the stack, as the BTL
+ * interface allows for received fragments: one segment when ob1's header
+ * and the data lie end to end (libsib delivers them so), else two.
  */
 sib_status_t mca_btl_softib_recv(void *arg, uint32_t source,
 				 const void *header, size_t hlen, void *data,
 				 size_t dlen)
 {
 	mca_btl_softib_module_t *m = arg;
-	mca_btl_base_segment_t seg;
+	mca_btl_base_segment_t seg[2];
 	mca_btl_base_descriptor_t des;
+	const uint8_t *h = header;
 	mca_btl_base_tag_t tag;
 
-	if (hlen != 1)
+	(void)source;
+	if (OPAL_UNLIKELY(hlen < 1))
 		return SIB_ERR_INVALID_PARAM; /* not one of ours */
-	tag = *(const uint8_t *)header;
-	if (mca_btl_softib_component.verbose > 2)
-		opal_output(0, "btl softib: from %u: tag %u, %zu bytes", source,
-			    tag, dlen);
+	tag = h[0];
 	const mca_btl_active_message_callback_t *reg =
 		mca_btl_base_active_message_trigger + tag;
-	if (!reg->cbfunc)
+	if (OPAL_UNLIKELY(!reg->cbfunc))
 		return SIB_OK; /* no one listens: dropped, as a NIC would */
 	memset(&des, 0, sizeof(des));
-	seg.seg_addr.pval = data;
-	seg.seg_len = dlen;
-	des.des_segments = &seg;
+	des.des_segments = seg;
 	des.des_segment_count = 1;
+	if (hlen == 1) {
+		seg[0].seg_addr.pval = data;
+		seg[0].seg_len = dlen;
+	} else {
+		seg[0].seg_addr.pval = (void *)(h + 1);
+		seg[0].seg_len = hlen - 1;
+		if ((const uint8_t *)data == h + hlen)
+			seg[0].seg_len += dlen;
+		else if (dlen) {
+			seg[1].seg_addr.pval = data;
+			seg[1].seg_len = dlen;
+			des.des_segment_count = 2;
+		}
+	}
 	reg->cbfunc(&m->super, tag, &des, reg->cbdata);
 	return SIB_OK;
 }
