@@ -120,14 +120,11 @@ int mca_btl_softib_module_limits(mca_btl_softib_module_t *m)
 		b->btl_max_send_size = max;
 	if (!b->btl_eager_limit || b->btl_eager_limit > max)
 		b->btl_eager_limit = max;
-	/* The first fragment of a rendezvous carries little: with it as large
-	 * as the eager limit, a message whose remainder is smaller than one
-	 * fragment waited forever in ob1's scheduling of the rest (seen at
-	 * 32-40 KiB; not yet understood). 1 KiB leaves every remainder a
-	 * whole fragment or more, and every size from 0 B to 8 MiB passes
-	 * (test/mpi/p2p_sizes). */
+	/* The first fragment of a rendezvous as large as an eager one (the
+	 * 1 KiB of the first version only hid the double completion of the
+	 * rendezvous request, btl_softib_send.c) */
 	if (!b->btl_rndv_eager_limit)
-		b->btl_rndv_eager_limit = 1024;
+		b->btl_rndv_eager_limit = b->btl_eager_limit;
 	if (b->btl_rndv_eager_limit > b->btl_eager_limit)
 		b->btl_rndv_eager_limit = b->btl_eager_limit;
 	if (mca_btl_softib_component.verbose)
