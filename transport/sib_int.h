@@ -268,6 +268,7 @@ struct sib_worker {
 	struct sib_counters c;
 	int epfd;
 	uint64_t next_timer_ms, next_publish_ms;
+	uint32_t timer_polls;   /* progress calls since the clock was read */
 	char stats_path[256];
 	uint32_t token_next;
 	/* deaths reported from another thread (PMIx events) */

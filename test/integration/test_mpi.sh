@@ -8,9 +8,9 @@
 #
 # BTL lists (space-separated, each a --mca btl value):
 #   MPI_BTLS_LOCAL  default "self,vader"   (+ "self,softib self,vader,softib"
-#   MPI_BTLS_HOSTS  default "self,tcp"      with SOFTIB_MPI_BTL=1, once
-#                                           build/lib/openmpi holds
-#                                           mca_btl_softib.so)
+#   MPI_BTLS_HOSTS  default "self,tcp"      once build/lib/openmpi holds
+#                                           mca_btl_softib.so; not with
+#                                           SOFTIB_MPI_BTL=0)
 # Either may be set empty to skip that half. The long tier
 # (SOFTIB_LONG=1) adds more ranks and larger counts.
 #
@@ -21,9 +21,8 @@
 #   - osc rdma over vader crashes in MPI_Compare_and_swap to the calling
 #     rank itself (vader's emulated atomics: open-mpi/ompi#11349), and
 #     over tcp alone Open MPI selects no one-sided component for
-#     MPI_Win_create: for lists without softib rma runs with
-#     --mca osc sm,pt2pt. With softib the default choice (osc rdma over
-#     our put/get/atomics) is left to Open MPI.
+#     MPI_Win_create; softib has no put/get yet: rma runs with
+#     --mca osc sm,pt2pt (test/integration/ompi.sh).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 . test/integration/lib.sh
@@ -38,10 +37,10 @@ fi
 export LD_LIBRARY_PATH
 LD_LIBRARY_PATH=$(sib_lib)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
-# softib's BTL joins the default lists once it passes them: for now (its
-# rendezvous path still fails p2p, docs/mpi.md) only with SOFTIB_MPI_BTL=1
+# softib's BTL joins the default lists once built (SOFTIB_MPI_BTL=0 leaves
+# it out)
 soft=
-if ompi_softib_setup && [ "${SOFTIB_MPI_BTL:-0}" = 1 ]; then
+if ompi_softib_setup && [ "${SOFTIB_MPI_BTL:-1}" = 1 ]; then
 	soft=" self,softib self,vader,softib"
 fi
 BTLS_LOCAL=${MPI_BTLS_LOCAL-self,vader$soft}
