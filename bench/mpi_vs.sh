@@ -7,10 +7,9 @@
 #
 # Benchmarks (-b, build/bin/mpi_osu -t ...; default all):
 #   lat bw bibw mr allreduce alltoall put_lat
-# Transports (-T; default "vader tcp", and softib first with
-# SOFTIB_MPI_BTL=1 where build/lib/openmpi/mca_btl_softib.so exists; its
-# rendezvous path is not right yet, docs/mpi.md): each is an Open MPI BTL
-# list, self,<transport>. vader joins only processes of one host, so
+# Transports (-T; default "softib vader tcp", softib where
+# build/lib/openmpi/mca_btl_softib.so exists and SOFTIB_MPI_BTL is not 0):
+# each is an Open MPI BTL list, self,<transport>. vader joins only processes of one host, so
 # across hosts it is not run.
 # Settings (-S; default "1host 2hosts"):
 #   1host   2 ranks on this machine (4 for mr, allreduce, alltoall)
@@ -39,10 +38,9 @@ ROOT=$PWD
 . test/integration/ompi.sh
 
 BENCHES="lat bw bibw mr allreduce alltoall put_lat"
-# softib's BTL by default once it passes test_mpi.sh (SOFTIB_MPI_BTL=1
-# until then, or -T)
-TRANSPORTS="vader tcp"
-[ "${SOFTIB_MPI_BTL:-0}" = 1 ] && TRANSPORTS="softib vader tcp"
+# softib's BTL by default (SOFTIB_MPI_BTL=0 leaves it out)
+TRANSPORTS="softib vader tcp"
+[ "${SOFTIB_MPI_BTL:-1}" = 0 ] && TRANSPORTS="vader tcp"
 SETTINGS="1host 2hosts"
 REPS=1 QUICK=0 OUT=$ROOT/build/bench/mpi_vs PLOT_ONLY=0
 while getopts "b:T:S:r:qo:Ph" opt; do
