@@ -52,12 +52,12 @@ enum { INL_FREE = 0, INL_FILLING, INL_READY, INL_COPYING, INL_DONE, INL_REFUSED 
 
 #define INL_POOL_HDR 128
 
-static int inl_max_env = -1;
+static _Atomic int inl_max_env = -1;
 
 /* The threshold: SOFTIB_INLINE_MAX if set (0 disables), else measured. */
 uint32_t hca_inl_max(void)
 {
-	int v = __atomic_load_n(&inl_max_env, __ATOMIC_RELAXED);
+	int v = atomic_load_explicit(&inl_max_env, memory_order_relaxed);
 
 	if (v < 0) {
 		const char *s = getenv("SOFTIB_INLINE_MAX");
@@ -68,7 +68,7 @@ uint32_t hca_inl_max(void)
 		if (l > HCA_INL_LIMIT)
 			l = HCA_INL_LIMIT;
 		v = (int)l;
-		__atomic_store_n(&inl_max_env, v, __ATOMIC_RELAXED);
+		atomic_store_explicit(&inl_max_env, v, memory_order_relaxed);
 	}
 	return (uint32_t)v;
 }
