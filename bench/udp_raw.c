@@ -26,7 +26,8 @@
  *
  * Waiting (-w): poll spins on non-blocking receives, as a verbs program
  * spins on ibv_poll_cq (the default, and what softib_osu does); block
- * sleeps in recv. Sockets are connect()ed unless -u: then every datagram
+ * sleeps in a blocking recv (SO_RCVTIMEO bounds it), the floor for a
+ * verbs program sleeping in ibv_get_cq_event (udp_rc -w event). Sockets are connect()ed unless -u: then every datagram
  * goes through sendto/recvfrom with an address, as softib's one socket per
  * process must. -B moves up to 64 datagrams per system call (sendmmsg,
  * recvmmsg), -G up to 64 per sendmsg as one UDP GSO buffer (UDP_SEGMENT:
@@ -40,7 +41,6 @@
 #include <getopt.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
-#include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -108,6 +108,7 @@ struct raw {
 	int udp;
 	struct sockaddr_in peer;  /* the other side's UDP address */
 	uint8_t *buf;
+	int rcvtimeo_ms;     /* -w block: the SO_RCVTIMEO set (0: none) */
 };
 
 static void usage(void)
@@ -312,6 +313,27 @@ static ssize_t udp_recv(struct raw *r, void *buf, size_t cap, int ms)
 	bool late = false;
 
 	for (uint64_t spins = 0;; spins++) {
+		if (r->o.block) {
+			/* sleep in recv itself, the cheapest way to wait for
+			 * one datagram (SO_RCVTIMEO bounds the wait) */
+			struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+			if (r->rcvtimeo_ms != ms) {
+				setsockopt(r->udp, SOL_SOCKET, SO_RCVTIMEO, &tv,
+					   sizeof(tv));
+				r->rcvtimeo_ms = ms;
+			}
+			ssize_t n = r->o.unconnected ?
+				recvfrom(r->udp, buf, cap, 0, NULL, NULL) :
+				recv(r->udp, buf, cap, 0);
+			if (n >= 0)
+				return n;
+			if (errno == EAGAIN)
+				return -1;
+			if (errno != EINTR)
+				bench_die("recv: %s", strerror(errno));
+			continue;
+		}
 		ssize_t n = r->o.unconnected ?
 			recvfrom(r->udp, buf, cap, MSG_DONTWAIT, NULL, NULL) :
 			recv(r->udp, buf, cap, MSG_DONTWAIT);
@@ -320,14 +342,6 @@ static ssize_t udp_recv(struct raw *r, void *buf, size_t cap, int ms)
 			return n;
 		if (errno != EAGAIN && errno != EINTR)
 			bench_die("recv: %s", strerror(errno));
-		if (r->o.block) {
-			struct pollfd pfd = { .fd = r->udp, .events = POLLIN };
-			int p = poll(&pfd, 1, ms);
-
-			if (p == 0)
-				return -1;
-			continue;
-		}
 		if (late)
 			return -1;
 		if ((spins & 1023) == 0) {

@@ -22,7 +22,10 @@
  * The path is global (is_global, the peer's GID from the exchange, source
  * GID index -g), so across hosts softib carries it over its UDP link.
  * Completions are polled (ibv_poll_cq in a loop), as udp_raw spins on
- * its socket.
+ * its socket; with -w event the program sleeps instead, as udp_raw -w
+ * block sleeps in recv: it arms the CQ (ibv_req_notify_cq), polls once
+ * more (a completion may have come before the arming), and blocks in
+ * ibv_get_cq_event on the CQ's completion channel.
  */
 #include <arpa/inet.h>
 #include <endian.h>
@@ -62,6 +65,7 @@ struct opts {
 	uint32_t sig_every;  /* the ping-pong signals every this many sends */
 	uint32_t windows;
 	uint32_t window;
+	bool event;          /* -w event: sleep in ibv_get_cq_event */
 	const char *dev;
 	const char *host;    /* NULL: server */
 };
@@ -80,7 +84,7 @@ struct hello {
 	uint32_t iters;
 	uint32_t windows;
 	uint32_t window;
-	uint32_t pad;
+	uint32_t event;
 	uint8_t gid[16];
 };
 
@@ -90,6 +94,7 @@ struct rc {
 	int tcp;
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;
+	struct ibv_comp_channel *chan; /* -w event */
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
 	struct ibv_mr *mr;
@@ -124,6 +129,8 @@ static void usage(void)
 		"            perftest's CQ moderation; 1: every send)\n"
 		"  -n COUNT  bandwidth windows (default 8)\n"
 		"  -W COUNT  messages per window (default 64)\n"
+		"  -w WAIT   poll | event: spin on ibv_poll_cq (default) or\n"
+		"            sleep in ibv_get_cq_event\n"
 		"  -g INDEX  source GID index (default 0)\n"
 		"  -d DEV    device (default softib0)\n"
 		"Sizes take k/m suffixes. Both sides must be given the same "
@@ -149,7 +156,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			    .lat_size = 8, .bw_size = 1u << 20,
 			    .iters = 10000, .sig_every = 16, .windows = 8, .window = 64,
 			    .dev = "softib0" };
-	while ((c = getopt(argc, argv, "p:t:o:s:m:i:S:n:W:g:d:h")) != -1) {
+	while ((c = getopt(argc, argv, "p:t:o:s:m:i:S:n:W:w:g:d:h")) != -1) {
 		switch (c) {
 		case 'p':
 			o->port = (int)parse_in(optarg, 1, 65535, 'p');
@@ -191,6 +198,12 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'W':
 			o->window = parse_in(optarg, 1, RQ_DEPTH / 2, 'W');
+			break;
+		case 'w':
+			if (!strcmp(optarg, "event"))
+				o->event = true;
+			else if (strcmp(optarg, "poll"))
+				bench_die("bad wait '%s' (poll, event)", optarg);
 			break;
 		case 'g':
 			o->gidx = (int)parse_in(optarg, 0, 255, 'g');
@@ -277,7 +290,9 @@ static void setup(struct rc *r)
 			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	if (!r->mr)
 		bench_die("ibv_reg_mr: %s", strerror(errno));
-	r->cq = ibv_create_cq(r->ctx, SQ_DEPTH + RQ_DEPTH, NULL, NULL, 0);
+	if (r->o.event && !(r->chan = ibv_create_comp_channel(r->ctx)))
+		bench_die("ibv_create_comp_channel: %s", strerror(errno));
+	r->cq = ibv_create_cq(r->ctx, SQ_DEPTH + RQ_DEPTH, NULL, r->chan, 0);
 	if (!r->cq)
 		bench_die("ibv_create_cq: %s", strerror(errno));
 	init.send_cq = init.recv_cq = r->cq;
@@ -309,6 +324,7 @@ static void connect_qp(struct rc *r)
 		.write = htonl(o->write), .lat_size = htonl(o->lat_size),
 		.bw_size = htonl(o->bw_size), .iters = htonl(o->iters),
 		.windows = htonl(o->windows), .window = htonl(o->window),
+		.event = htonl(o->event),
 	}, peer;
 	struct ibv_qp_attr a;
 	int err;
@@ -321,9 +337,9 @@ static void connect_qp(struct rc *r)
 	if (peer.tests != me.tests || peer.write != me.write ||
 	    peer.lat_size != me.lat_size || peer.bw_size != me.bw_size ||
 	    peer.iters != me.iters || peer.windows != me.windows ||
-	    peer.window != me.window)
+	    peer.window != me.window || peer.event != me.event)
 		bench_die("the two sides were given different options "
-		    "(-t -o -s -m -i -n -W must agree)");
+		    "(-t -o -s -m -i -n -W -w must agree)");
 	r->raddr = be64toh(peer.addr);
 	r->rkey = ntohl(peer.rkey);
 
@@ -390,6 +406,25 @@ static int progress(struct rc *r)
 	return n;
 }
 
+/*
+ * -w event: nothing to poll, so arm the CQ, look once more (a completion
+ * that came before the arming raises no event), and sleep until the
+ * channel says the CQ has something.
+ */
+static void sleep_on_cq(struct rc *r)
+{
+	struct ibv_cq *cq;
+	void *cq_ctx;
+
+	if (ibv_req_notify_cq(r->cq, 0))
+		bench_die("ibv_req_notify_cq failed");
+	if (progress(r))
+		return;
+	if (ibv_get_cq_event(r->chan, &cq, &cq_ctx))
+		bench_die("ibv_get_cq_event: %s", strerror(errno));
+	ibv_ack_cq_events(cq, 1);
+}
+
 /* Spins until *count reaches want; dies after STALL_SECS of nothing. */
 static void wait_for(struct rc *r, const uint64_t *count, uint64_t want,
 		     const char *what)
@@ -399,6 +434,10 @@ static void wait_for(struct rc *r, const uint64_t *count, uint64_t want,
 	for (uint64_t spins = 0; *count < want; spins++) {
 		if (progress(r)) {
 			spins = 0;
+			continue;
+		}
+		if (r->o.event) {
+			sleep_on_cq(r);
 			continue;
 		}
 		if ((spins & 4095) == 4095) {
@@ -419,6 +458,8 @@ static void wait_sq_room(struct rc *r, uint32_t room)
 	for (uint64_t spins = 0; r->sq_out > SQ_DEPTH - room; spins++) {
 		if (progress(r))
 			spins = 0;
+		else if (r->o.event)
+			sleep_on_cq(r);
 		else if ((spins & 4095) == 4095 &&
 			 bench_now_ns() - since > STALL_SECS * 1000000000ull)
 			bench_die("no send completion for %d s", STALL_SECS);
@@ -498,9 +539,11 @@ static void run_lat(struct rc *r)
 	if (client) {
 		qsort(rtt, iters, sizeof(*rtt), cmp_u64);
 		printf("# softib RC latency over GID (SEND ping-pong, one-way "
-		       "= half the round trip)\n"
+		       "= half the round trip%s)\n"
 		       "# Size          Latency (us)    Median (us)\n"
-		       "%-10u%18.2f%15.2f\n\n", r->o.lat_size,
+		       "%-10u%18.2f%15.2f\n\n",
+		       r->o.event ? "; sleeping in ibv_get_cq_event" : "",
+		       r->o.lat_size,
 		       sum / 2e3 / iters, rtt[iters / 2] / 2e3);
 	}
 	free(rtt);
@@ -568,6 +611,7 @@ int main(int argc, char **argv)
 	bench_barrier(r.tcp);
 	close(r.tcp);
 	if (ibv_destroy_qp(r.qp) || ibv_destroy_cq(r.cq) ||
+	    (r.chan && ibv_destroy_comp_channel(r.chan)) ||
 	    ibv_dereg_mr(r.mr) || ibv_dealloc_pd(r.pd) ||
 	    ibv_close_device(r.ctx))
 		bench_die("tearing down the verbs objects failed");

@@ -2,8 +2,24 @@
  * Completion queues. The ring lives in the segment: any process that
  * completes work for one of this CQ's QPs pushes the entry itself
  * (hca_cq_push), and wakes the owner's channel when the CQ is armed.
- * Polling is the owner's, under a private lock so that several threads
- * may poll one CQ.
+ * Polling is the owner's and takes no lock: the ring's pop is safe for
+ * several threads at once (ring.h). A CQ also owns the pool through
+ * which small payloads arrive (cq_inline.c): poll copies them out.
+ *
+ * Arming and waking (the fields of hca_cq_ent):
+ *  - armed: stored by the owner (hca_cq_arm), swapped to 0 by the
+ *    producer that sends the wake. It is the store-buffer pattern — the
+ *    producer publishes an entry then loads armed, the consumer stores
+ *    armed then loads the ring — so both sides have a seq_cst fence
+ *    between their store and their load; without them both could miss
+ *    (the producer sees armed = 0, the consumer an empty ring) and the
+ *    consumer sleep with a completion queued.
+ *  - ev_pending: 0 -> 1 by the producer that sends the channel datagram
+ *    (exchange: one sender), back to 0 by the owner when it reads it
+ *    (hca_cq_event_read). At most one datagram per CQ is queued, so a
+ *    burst never fills the channel's socket (max_dgram_qlen) and loses
+ *    a wake; a datagram that still cannot be sent undoes both words, so
+ *    the next completion tries again.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -26,8 +42,8 @@ static int cq_publish(struct hca_dev *dev, struct hca_cq *cq, uint32_t cap)
 {
 	struct hca_seg *seg = dev->seg;
 	uint64_t bytes = hca_ring_bytes(cap, sizeof(struct hca_cqe));
-	uint64_t off;
-	uint32_t idx;
+	uint64_t off, inl_bytes, inl_off = 0;
+	uint32_t idx, nslots, max_len;
 
 	for (idx = 1; idx < HCA_MAX_CQ; idx++)
 		if (!atomic_load(&seg->cqs[idx].handle))
@@ -38,7 +54,21 @@ static int cq_publish(struct hca_dev *dev, struct hca_cq *cq, uint32_t cap)
 	if (!off)
 		return ENOMEM;
 	hca_ring_init(hca_seg_ptr(seg, off), cap, sizeof(struct hca_cqe));
+	/* the inline pool is an accelerator: without room for it the CQ
+	 * still works, its payloads all going by CMA. Pools never take the
+	 * upper half of the heap, nor more than HCA_INL_PROC_POOLS per
+	 * process, so that they never starve rings */
+	inl_bytes = hca_inl_pool_bytes(cap, &nslots, &max_len);
+	if (inl_bytes && atomic_load(&dev->inl_cqs) < HCA_INL_PROC_POOLS &&
+	    seg->heap_bump + inl_bytes < seg->heap_size / 2 &&
+	    (inl_off = hca_heap_alloc(seg, inl_bytes)))
+		hca_inl_pool_init(hca_seg_ptr(seg, inl_off), nslots, max_len);
 	struct hca_cq_ent *e = &seg->cqs[idx];
+	e->inl_off = inl_off;
+	e->inl_bytes = inl_off ? inl_bytes : 0;
+	atomic_store(&e->ev_pending, 0);
+	if (inl_off)
+		atomic_fetch_add(&dev->inl_cqs, 1);
 	e->owner = dev->slot;
 	e->owner_gen = dev->gen;
 	e->ring_off = off;
@@ -97,11 +127,15 @@ int hca_cq_size(struct hca_cq *cq)
 }
 
 /*
- * Resize: a new ring, the pending entries moved over under the poll lock.
- * Producers in other processes may hold the old ring for a moment: it is
- * freed through the heap's quarantine, and entries they push into it
- * after the move are lost — resize while traffic flows into the CQ is
- * racy on hardware too, and the man page asks for a quiescent CQ.
+ * Resize: a new ring, the pending entries moved over under the poll lock
+ * (which only resizes take: polls are lock-free). Producers in other
+ * processes may hold the old ring for a moment: it is freed through the
+ * heap's quarantine, and entries they push into it after the move are
+ * lost — resize while traffic flows into the CQ is racy on hardware too,
+ * and the man page asks for a quiescent CQ. A thread polling during the
+ * move pops each entry it gets exactly once (the ring's CAS), but may
+ * return it before older ones already moved: the order of a CQ resized
+ * while it is polled is not kept.
  */
 int hca_cq_resize(struct hca_cq *cq, int cqe)
 {
@@ -132,7 +166,7 @@ int hca_cq_resize(struct hca_cq *cq, int cqe)
 		hca_ring_push(nr, &c, sizeof(c));
 	hca_heap_free(seg, cq->ent->ring_off, cq->ring_size);
 	cq->ent->ring_off = off;
-	cq->ring = nr;
+	atomic_store_explicit(&cq->ring, nr, memory_order_release);
 	cq->ring_size = bytes;
 	cq->cqe = (int)cap - 1;
 	hca_seg_unlock(seg);
@@ -151,6 +185,11 @@ int hca_cq_destroy(struct hca_cq *cq)
 	atomic_store_explicit(&cq->ent->handle, 0, memory_order_release);
 	dev->cq_tab[cq->idx] = NULL;
 	hca_heap_free(seg, cq->ent->ring_off, cq->ring_size);
+	if (cq->ent->inl_off) {
+		hca_heap_free(seg, cq->ent->inl_off, cq->ent->inl_bytes);
+		cq->ent->inl_off = 0;
+		atomic_fetch_sub(&dev->inl_cqs, 1);
+	}
 	hca_seg_unlock(seg);
 	if (cq->chan)
 		atomic_fetch_sub(&cq->chan->refs, 1);
@@ -169,6 +208,9 @@ int hca_cq_arm(struct hca_cq *cq, int solicited_only)
 
 	if (cur != 1)
 		atomic_store(&cq->ent->armed, want);
+	/* store armed, then (in the caller's next poll or event read) load
+	 * the ring: see the head of this file */
+	atomic_thread_fence(memory_order_seq_cst);
 	/* the application is going to sleep: the progress thread takes the
 	 * UDP socket now, not after a busy poller's grace */
 	if (atomic_load_explicit(&cq->ctx->dev->udp_qps, memory_order_relaxed))
@@ -197,18 +239,36 @@ int hca_cq_push(struct hca_dev *dev, uint32_t cq_idx, const struct hca_cqe *c,
 		stamped.ts = hca_now_ns();
 		c = &stamped;
 	}
-	if (atomic_load(&e->overrun) || hca_ring_push(r, c, sizeof(*c))) {
+	if (atomic_load_explicit(&e->overrun, memory_order_relaxed) ||
+	    hca_ring_push(r, c, sizeof(*c))) {
+		if (c->inl)
+			hca_inl_drop(dev, cq_idx, c->inl);
 		if (!atomic_exchange(&e->overrun, 1))
 			hca_raise_cq_event(dev, cq_idx, IBV_EVENT_CQ_ERR);
 		return ENOSPC;
 	}
-	armed = atomic_load(&e->armed);
+	if (!e->chan)
+		return 0; /* no channel, nothing to wake: no fence to pay */
+	/* publish the entry, then load armed: see the head of this file */
+	atomic_thread_fence(memory_order_seq_cst);
+	armed = atomic_load_explicit(&e->armed, memory_order_relaxed);
 	if (armed == 1 || (armed == 2 && (solicited || c->status != IBV_WC_SUCCESS))) {
-		if (atomic_exchange(&e->armed, 0))
-			hca_chan_signal(dev, e->owner, e->owner_gen, e->chan,
-					cq_idx, handle);
+		if ((armed = atomic_exchange(&e->armed, 0)) &&
+		    !atomic_exchange(&e->ev_pending, 1) &&
+		    hca_chan_signal(dev, e->owner, e->owner_gen, e->chan, cq_idx, handle)) {
+			/* not sent (its queue is full of other CQs' wakes):
+			 * armed again, so that the next completion retries */
+			atomic_store(&e->ev_pending, 0);
+			atomic_store(&e->armed, armed);
+		}
 	}
 	return 0;
+}
+
+/* The owner read this CQ's channel datagram: the next wake may be sent. */
+void hca_cq_event_read(struct hca_cq *cq)
+{
+	atomic_store(&cq->ent->ev_pending, 0);
 }
 
 static void cqe_to_wc(const struct hca_cqe *c, struct ibv_wc *wc)
@@ -228,9 +288,27 @@ static void cqe_to_wc(const struct hca_cqe *c, struct ibv_wc *wc)
 	wc->dlid_path_bits = c->dlid_path_bits;
 }
 
+/* Busy polls read the UDP link only on CQs some UDP-path QP completes
+ * to (udp_qps, kept by qp.c): a shared-memory-only CQ never pays the
+ * recvfrom, nor claims the socket from the progress thread. */
+static void poll_link(struct hca_dev *dev, struct hca_cq *cq, uint32_t k)
+{
+	if (!atomic_load_explicit(&cq->udp_qps, memory_order_relaxed))
+		return;
+	/* the polls right after arming a CQ are the application's
+	 * last look before it sleeps: they do not make it a poller */
+	if (!(k & 63) && k - atomic_load_explicit(&dev->polls_at_arm,
+						  memory_order_relaxed) > 64) {
+		atomic_store_explicit(&dev->poll_ns, hca_now_ns(),
+				      memory_order_relaxed);
+	}
+	hca_link_rx(dev, false);
+}
+
 int hca_cq_poll(struct hca_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts)
 {
 	struct hca_dev *dev = cq->ctx->dev;
+	struct hca_ring *ring;
 	struct hca_cqe c;
 	int got = 0;
 
@@ -252,24 +330,18 @@ int hca_cq_poll(struct hca_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts)
 		hca_dev_run_waiting(dev);
 		hca_link_acks_flush(dev, false, HCA_ACKS_SWEEP);
 	}
-	if (atomic_load_explicit(&dev->udp_qps, memory_order_relaxed)) {
-		/* the polls right after arming a CQ are the application's
-		 * last look before it sleeps: they do not make it a poller */
-		if (!(k & 63) && k - atomic_load_explicit(&dev->polls_at_arm,
-							  memory_order_relaxed) > 64) {
-			atomic_store_explicit(&dev->poll_ns, hca_now_ns(),
-					      memory_order_relaxed);
-		}
-		hca_link_rx(dev, false);
-	}
-	pthread_mutex_lock(&cq->poll_lock);
-	while (got < n && hca_ring_pop(cq->ring, &c, sizeof(c)) == 0) {
+	poll_link(dev, cq, k);
+	/* no lock: threads polling at once each pop whole entries (ring.h);
+	 * resize swaps the ring under poll_lock (see hca_cq_resize) */
+	ring = atomic_load_explicit(&cq->ring, memory_order_acquire);
+	while (got < n && hca_ring_pop(ring, &c, sizeof(c)) == 0) {
+		if (c.inl) /* the payload lands before the completion is seen */
+			hca_inl_take(dev, cq, &c);
 		cqe_to_wc(&c, &wc[got]);
 		if (ts)
 			ts[got] = c.ts;
 		got++;
 	}
-	pthread_mutex_unlock(&cq->poll_lock);
 	if (!got) /* nothing new for the application: owed ACKs go now */
 		hca_link_acks_flush(dev, false, HCA_ACKS_ASKED);
 	return got;

@@ -16,6 +16,7 @@
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/un.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "hca_int.h"
@@ -126,18 +127,27 @@ pid_t hca_peer_pid(struct hca_dev *dev, uint16_t slot, uint32_t gen)
 
 /* ---- reclaiming a dead process's objects ---- */
 
+struct reclaim_arg {
+	uint16_t slot;
+	uint32_t gen;
+};
+
+static void reclaim_qp(struct hca_seg *seg, struct hca_qp_ent *e, void *arg)
+{
+	const struct reclaim_arg *a = arg;
+
+	/* XRC targets are the domain's: hca_xrc_reclaim drops the bit */
+	if (e->owner == a->slot && e->owner_gen == a->gen && e->type != IBV_QPT_XRC_RECV)
+		hca_qp_ent_free(seg, e, 0);
+}
+
 static void reclaim_qps(struct hca_seg *seg, uint16_t slot, uint32_t gen)
 {
-	for (uint32_t i = 0; i < HCA_MAX_QP; i++) {
-		struct hca_qp_ent *e = &seg->qps[i];
-		uint32_t qpn = atomic_load(&e->qpn);
+	struct reclaim_arg a = { slot, gen };
 
-		/* XRC targets are the domain's: hca_xrc_reclaim drops the bit */
-		if (!qpn || e->owner != slot || e->owner_gen != gen ||
-		    e->type == IBV_QPT_XRC_RECV)
-			continue;
-		hca_qp_ent_free(seg, e, 0);
-	}
+	/* a process's QPs are in its slot's pages only */
+	hca_qp_ent_each(seg, ((uint32_t)slot + 1) << (HCA_QPN_K_BITS - HCA_QP_PAGE_BITS),
+			HCA_QP_PER_PROC / HCA_QP_PAGE, reclaim_qp, &a);
 	hca_xrc_reclaim(seg, slot);
 }
 
@@ -149,6 +159,9 @@ static void reclaim_rest(struct hca_seg *seg, uint16_t slot, uint32_t gen)
 			struct hca_ring *r = hca_seg_ptr(seg, e->ring_off);
 			atomic_store_explicit(&e->handle, 0, memory_order_release);
 			hca_heap_free(seg, e->ring_off, hca_ring_bytes(r->cap, r->stride - 8));
+			if (e->inl_off) /* its inline pool (cq_inline.c) */
+				hca_heap_free(seg, e->inl_off, e->inl_bytes);
+			e->inl_off = 0;
 		}
 	}
 	for (uint32_t i = 0; i < HCA_MAX_SRQ; i++) {
@@ -171,8 +184,14 @@ static void reclaim_slot(struct hca_seg *seg, uint16_t slot, uint32_t gen)
 {
 	struct hca_proc *p = &seg->procs[slot];
 
+	uint32_t st;
+
 	hca_seg_lock(seg);
-	if (p->gen == gen && atomic_load(&p->state) == HCA_PROC_LIVE) {
+	st = atomic_load(&p->state);
+	/* DEAD under the lock: a reclaimer died half-way (its process
+	 * exited while its progress thread reclaimed); finish its work —
+	 * every step below skips what is already freed */
+	if (p->gen == gen && (st == HCA_PROC_LIVE || st == HCA_PROC_DEAD)) {
 		atomic_store(&p->state, HCA_PROC_DEAD);
 		reclaim_qps(seg, slot, gen);
 		reclaim_rest(seg, slot, gen);
@@ -197,11 +216,11 @@ static void scan_members(struct hca_dev *dev)
 	dev->members_seen = m;
 	for (uint16_t s = 0; s < HCA_MAX_PROCS; s++) {
 		struct hca_proc *pr = &seg->procs[s];
-		uint32_t gen = pr->gen;
+		uint32_t gen = pr->gen, st = atomic_load(&pr->state);
 
-		if (s == dev->slot || atomic_load(&pr->state) != HCA_PROC_LIVE)
+		if (s == dev->slot || st == HCA_PROC_FREE)
 			continue;
-		if (!hca_peer_alive(dev, s, gen))
+		if (st == HCA_PROC_DEAD || !hca_peer_alive(dev, s, gen))
 			reclaim_slot(seg, s, gen);
 	}
 }
@@ -217,12 +236,12 @@ void hca_dev_reap(struct hca_dev *dev)
 
 	for (uint16_t s = 0; s < HCA_MAX_PROCS; s++) {
 		struct hca_proc *pr = &seg->procs[s];
-		uint32_t gen = pr->gen;
+		uint32_t gen = pr->gen, st = atomic_load(&pr->state);
 		int fd;
 
-		if (s == dev->slot || atomic_load(&pr->state) != HCA_PROC_LIVE)
+		if (s == dev->slot || st == HCA_PROC_FREE)
 			continue;
-		fd = (int)syscall(SYS_pidfd_open, pr->pid, 0);
+		fd = st == HCA_PROC_DEAD ? -1 : (int)syscall(SYS_pidfd_open, pr->pid, 0);
 		if (fd >= 0) {
 			struct pollfd pf = { .fd = fd, .events = POLLIN };
 			bool dead = poll(&pf, 1, 0) != 0 ||
@@ -263,6 +282,7 @@ static void timer_arm(struct hca_dev *dev, uint64_t when, uint64_t now)
 	its.it_value.tv_sec = (time_t)(d / 1000000000ULL);
 	its.it_value.tv_nsec = (long)(d % 1000000000ULL);
 	timerfd_settime(dev->timer_fd, 0, &its, NULL);
+	dev->timer_at = now + d;
 }
 
 /*
@@ -392,12 +412,83 @@ void hca_dev_wait_remove(struct hca_dev *dev, struct hca_qp *qp)
 
 /* ---- the progress thread ---- */
 
+/*
+ * Arm or disarm the thread's one-shot watch of the link socket (a no-op
+ * when it already is as asked). Under link_watch_lock, so that two
+ * threads' epoll_ctl calls cannot cross and leave the flag wrong.
+ */
+static void link_watch_locked(struct hca_dev *dev, bool on)
+{
+	struct epoll_event ev = { .events = on ? EPOLLIN | EPOLLONESHOT : EPOLLONESHOT,
+				  .data.u64 = 3 };
+
+	if (dev->link_watched == on)
+		return;
+	dev->link_watched = on;
+	epoll_ctl(dev->epfd, EPOLL_CTL_MOD, hca_link_wait_fd(dev), &ev);
+}
+
+/* The thread watches the socket again, unless an application thread
+ * sleeps on it itself. */
 static void link_rearm(struct hca_dev *dev)
 {
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT, .data.u64 = 3 };
-
 	dev->link_paused = false;
-	epoll_ctl(dev->epfd, EPOLL_CTL_MOD, dev->link.fd, &ev);
+	pthread_mutex_lock(&dev->link_watch_lock);
+	if (!dev->link_sleepers)
+		link_watch_locked(dev, true);
+	pthread_mutex_unlock(&dev->link_watch_lock);
+}
+
+/*
+ * An application thread is about to sleep for a completion
+ * (hca_chan_get_event) and will watch the link socket itself: the
+ * datagram that brings its completion then wakes it alone, not the
+ * progress thread first and the application after it through the
+ * channel — two wake-ups per message, and on a 2-core machine the second
+ * waits for the first to give up its CPU. Returns whether the caller is
+ * to watch the socket (then hca_dev_link_sleep_end when it wakes).
+ */
+bool hca_dev_link_sleep_begin(struct hca_dev *dev)
+{
+	if (dev->link.fd < 0 || !dev->progress_started ||
+	    !atomic_load_explicit(&dev->udp_qps, memory_order_relaxed))
+		return false;
+	pthread_mutex_lock(&dev->link_watch_lock);
+	if (!dev->link_sleepers++)
+		link_watch_locked(dev, false);
+	pthread_mutex_unlock(&dev->link_watch_lock);
+	return true;
+}
+
+/*
+ * The last sleeper woke: the application will poll the CQ, answer, arm
+ * the CQ and most likely sleep here again within microseconds. Watched
+ * by the thread meanwhile, the socket would wake it for the next
+ * datagram — the very wake-up sleeping on the socket avoids. So the
+ * socket is left to the application as to a busy poller (link_paused),
+ * and the thread's timer looks within a grace: an application that went
+ * off to compute instead gets its socket watched again then.
+ */
+void hca_dev_link_sleep_end(struct hca_dev *dev)
+{
+	uint64_t now = hca_now_ns();
+	bool last;
+
+	pthread_mutex_lock(&dev->link_watch_lock);
+	last = !--dev->link_sleepers;
+	if (last) {
+		atomic_store(&dev->poll_ns, now);
+		atomic_store(&dev->sleeper_ns, now);
+		dev->link_paused = true;
+	}
+	pthread_mutex_unlock(&dev->link_watch_lock);
+	if (!last)
+		return;
+	pthread_mutex_lock(&dev->lock);
+	/* a timer due within a recheck will do: arming one costs a call */
+	if (dev->timer_at <= now || dev->timer_at > now + HCA_POLL_RECHECK_NS)
+		timer_arm(dev, now + HCA_POLL_RECHECK_NS, now);
+	pthread_mutex_unlock(&dev->lock);
 }
 
 /*
@@ -439,11 +530,20 @@ static void timers_reclaim(struct hca_dev *dev)
 /* The application will block (it armed a CQ): the socket is the thread's. */
 void hca_dev_link_handover(struct hca_dev *dev)
 {
+	uint64_t slept = atomic_load(&dev->sleeper_ns);
+
+	/* an application cycling through hca_chan_get_event sleeps on the
+	 * socket itself: left with it (hca_dev_link_sleep_end) */
+	if (slept && hca_now_ns() - slept < HCA_POLL_GRACE_NS)
+		return;
 	atomic_store(&dev->polls_at_arm, atomic_load(&dev->polls));
 	atomic_store(&dev->poll_ns, 0);
 	if (dev->link.fd >= 0 && dev->progress_started) {
-		link_rearm(dev);
-		timers_reclaim(dev);
+		bool paused = dev->link_paused;
+
+		link_rearm(dev); /* no system call if already watched */
+		if (paused) /* a poller ran the timers: they are ours again */
+			timers_reclaim(dev);
 	}
 }
 
@@ -490,6 +590,7 @@ static void *progress_main(void *arg)
 			} else if (tag == 1) {
 				drain_doorbell(dev);
 			} else if (tag == 2) {
+				hca_inl_sweep(dev); /* data lands without a poll */
 				if (read(dev->timer_fd, &v, sizeof(v)) < 0)
 					continue;
 				scan_members(dev);
@@ -499,6 +600,10 @@ static void *progress_main(void *arg)
 					link_paused_tick(dev);
 				hca_dev_run_waiting(dev);
 			} else if (tag == 3) {
+				/* one-shot: the kernel disarmed the watch */
+				pthread_mutex_lock(&dev->link_watch_lock);
+				dev->link_watched = false;
+				pthread_mutex_unlock(&dev->link_watch_lock);
 				link_wake(dev);
 			} else if (tag & 0x100000000ULL) {
 				peer_died(dev, (uint16_t)(tag & 0xffff));
@@ -527,7 +632,8 @@ static int progress_start(struct hca_dev *dev)
 	if (dev->link.fd >= 0) {
 		ev.events = EPOLLIN | EPOLLONESHOT;
 		ev.data.u64 = 3;
-		epoll_ctl(dev->epfd, EPOLL_CTL_ADD, dev->link.fd, &ev);
+		epoll_ctl(dev->epfd, EPOLL_CTL_ADD, hca_link_wait_fd(dev), &ev);
+		dev->link_watched = true;
 	}
 	timerfd_settime(dev->timer_fd, 0, &its, NULL);
 	if (pthread_create(&dev->progress, NULL, progress_main, dev))
@@ -582,7 +688,26 @@ static void dev_free(struct hca_dev *dev)
 		close(dev->stop_fd);
 	if (dev->seg)
 		hca_seg_unmap(dev->seg, dev->seg_len);
+	if (dev->qp_tab)
+		munmap(dev->qp_tab, HCA_MAX_QP * sizeof(*dev->qp_tab));
+	if (dev->xrc_local)
+		munmap(dev->xrc_local, HCA_MAX_QP * sizeof(*dev->xrc_local));
 	free(dev);
+}
+
+static void *sparse_map(size_t len)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static int tables_map(struct hca_dev *dev)
+{
+	dev->qp_tab = sparse_map(HCA_MAX_QP * sizeof(*dev->qp_tab));
+	dev->xrc_local = sparse_map(HCA_MAX_QP * sizeof(*dev->xrc_local));
+	return dev->qp_tab && dev->xrc_local ? 0 : ENOMEM;
 }
 
 static struct hca_dev *dev_create(void)
@@ -594,10 +719,16 @@ static struct hca_dev *dev_create(void)
 	if (!dev)
 		return NULL;
 	dev->db_fd = dev->epfd = dev->timer_fd = dev->stop_fd = -1;
-	dev->link.fd = -1;
+	dev->link.fd = dev->link.rx_epfd = -1;
 	for (int s = 0; s < HCA_MAX_PROCS; s++)
 		dev->peers[s].pidfd = -1;
 	pthread_mutex_init(&dev->lock, NULL);
+	pthread_mutex_init(&dev->link_watch_lock, NULL);
+	/* by QP number: 16 M slots of address space, pages touched where
+	 * our QPs are (tables_map) */
+	rc = tables_map(dev);
+	if (rc)
+		goto err;
 	dev->pid = getpid();
 	dev->no_cma = nc && *nc && strcmp(nc, "0");
 	rc = hca_host_net_probe(&dev->net);

@@ -12,6 +12,8 @@
  * the context's async fd, a local datagram socketpair.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,10 +39,15 @@ static _Atomic uint32_t next_chan_id = 1;
 static socklen_t chan_addr(struct hca_dev *dev, struct sockaddr_un *a, uint16_t slot,
 			   uint32_t gen, uint32_t id)
 {
+	static _Atomic long uid = -1; /* a system call per completion event saved */
+	long u = atomic_load_explicit(&uid, memory_order_relaxed);
+
+	if (u < 0)
+		atomic_store_explicit(&uid, u = (long)getuid(), memory_order_relaxed);
 	memset(a, 0, sizeof(*a));
 	a->sun_family = AF_UNIX;
 	int n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1,
-			 "softib-%u-%08x-ch-%u-%u-%u", (unsigned)getuid(), dev->seg->nonce,
+			 "softib-%u-%08x-ch-%u-%u-%u", (unsigned)u, dev->seg->nonce,
 			 slot, gen, id);
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
 }
@@ -133,7 +140,7 @@ void hca_raise_qp_event(struct hca_dev *dev, struct hca_qp_ent *e,
 			enum ibv_event_type type)
 {
 	struct hca_db_msg m = { .kind = HCA_DB_ASYNC_QP, .event = type,
-				.idx = (uint32_t)(e - dev->seg->qps),
+				.idx = e->num,
 				.id = atomic_load(&e->qpn) };
 
 	if (e->type != IBV_QPT_XRC_RECV) {
@@ -176,7 +183,10 @@ static bool qp_event_is_fatal(uint32_t ev)
 /* CQ overrun: the CQ is in error and so is every QP that completes to it. */
 static void cq_overrun(struct hca_dev *dev, struct hca_cq *cq)
 {
-	for (uint32_t i = 0; i < HCA_MAX_QP; i++) {
+	/* our own QPs only: an XRC target QP has no CQ */
+	uint32_t first = ((uint32_t)dev->slot + 1) << HCA_QPN_K_BITS;
+
+	for (uint32_t i = first; i < first + HCA_QP_PER_PROC; i++) {
 		struct hca_qp *qp = dev->qp_tab[i];
 
 		if (qp && (qp->scq == cq || qp->rcq == cq) &&
@@ -185,6 +195,19 @@ static void cq_overrun(struct hca_dev *dev, struct hca_cq *cq)
 			hca_ctx_queue_event(qp->ctx, IBV_EVENT_QP_FATAL, qp->user, 0);
 		}
 	}
+}
+
+/*
+ * A responder in another process that errs our QP stores ERR in its entry,
+ * then asks us (a doorbell) to flush it. The application may have reset
+ * and connected the QP again before the doorbell is read: the flush is
+ * then stale, and flushing would err the new connection — the receive
+ * just posted completes flushed, the peer's next SEND runs out of
+ * retries. The entry still reading ERR says it is not stale.
+ */
+static bool still_in_error(struct hca_qp *qp)
+{
+	return atomic_load(&qp->ent->state) == IBV_QPS_ERR;
 }
 
 /*
@@ -202,14 +225,14 @@ void hca_db_dispatch(struct hca_dev *dev, const struct hca_db_msg *m)
 	} else if (m->kind == HCA_DB_QP_FLUSH && m->idx < HCA_MAX_QP) {
 		struct hca_qp *qp = dev->qp_tab[m->idx];
 
-		if (qp && qp->qpn == m->id)
+		if (qp && qp->qpn == m->id && still_in_error(qp))
 			hca_qp_to_error(qp);
 	} else if (m->kind == HCA_DB_ASYNC_QP && m->idx < HCA_MAX_QP) {
 		struct hca_qp *qp = dev->qp_tab[m->idx];
 
 		if (!qp || qp->qpn != m->id)
 			return;
-		if (qp_event_is_fatal(m->event))
+		if (qp_event_is_fatal(m->event) && still_in_error(qp))
 			hca_qp_to_error(qp);
 		if (m->event == 0)
 			return;
@@ -271,23 +294,105 @@ int hca_chan_destroy(struct hca_chan *ch)
 	return 0;
 }
 
+/*
+ * Nothing on the channel: sleep until something comes, on the channel
+ * and, when this process has QPs on the UDP link, on the link socket
+ * too, so that the datagram bringing a completion wakes this thread
+ * directly (hca_dev_link_sleep_begin says why). What it brings is taken
+ * here; a completion it makes signals the channel, which the caller then
+ * reads without sleeping. ACKs still owed go before we sleep: nothing
+ * would send them meanwhile, and the peer's send would wait for them.
+ * Returns 0 or an errno (EAGAIN: the channel is non-blocking).
+ */
+/*
+ * The channel this thread sleeps on (chan_sleep) while it takes what the
+ * link socket brought, and the events that raised on it: this thread
+ * reads them next in any case, so they are handed over in memory, not
+ * as a datagram to ourselves (a send, a receive and the name's
+ * formatting saved per event).
+ */
+static int chan_post(struct hca_dev *dev, uint16_t owner, uint32_t owner_gen,
+		     uint32_t chan, const struct chan_msg *m);
+
+#define CHAN_TLS_MAX 8
+#define CHAN_SLEEP_LINK_FDS 8 /* sockets polled directly; more: their epoll set */
+static _Thread_local struct {
+	struct hca_chan *ch;
+	int n;
+	struct chan_msg m[CHAN_TLS_MAX];
+} tls_wait;
+
+static bool chan_signal_local(struct hca_dev *dev, uint16_t owner, uint32_t owner_gen,
+			      uint32_t chan, const struct chan_msg *m)
+{
+	if (!tls_wait.ch || owner != dev->slot || owner_gen != dev->gen ||
+	    chan != tls_wait.ch->id || tls_wait.n == CHAN_TLS_MAX)
+		return false;
+	tls_wait.m[tls_wait.n++] = *m;
+	return true;
+}
+
+static int chan_sleep(struct hca_chan *ch)
+{
+	struct hca_dev *dev = ch->ctx->dev;
+	struct pollfd p[1 + CHAN_SLEEP_LINK_FDS] = { { .fd = ch->fd, .events = POLLIN } };
+	int fl = fcntl(ch->fd, F_GETFL), rc = 0, n = 0;
+	bool link, woke = false;
+
+	if (fl >= 0 && (fl & O_NONBLOCK))
+		return EAGAIN;
+	hca_link_acks_flush(dev, true, HCA_ACKS_ALL);
+	link = hca_dev_link_sleep_begin(dev);
+	if (link)
+		n = hca_link_wait_fds(dev, p + 1, CHAN_SLEEP_LINK_FDS);
+	if (poll(p, 1 + (nfds_t)n, -1) < 0)
+		rc = errno; /* EINTR too, as a blocking read of the channel says */
+	if (link) {
+		for (int i = 1; i <= n; i++)
+			woke |= p[i].revents != 0;
+		if (woke) {
+			tls_wait.ch = ch;
+			hca_link_rx_sleeper(dev, p + 1, n);
+			tls_wait.ch = NULL;
+		}
+		hca_dev_link_sleep_end(dev);
+	}
+	return rc;
+}
+
 int hca_chan_get_event(struct hca_chan *ch, void **cq_user)
 {
 	struct hca_dev *dev = ch->ctx->dev;
 	struct chan_msg m;
 
 	for (;;) {
-		ssize_t n = recv(ch->fd, &m, sizeof(m), 0);
+		ssize_t n;
 		struct hca_cq *cq;
 
-		if (n < 0)
-			return errno;
+		if (tls_wait.n) { /* raised while we took the socket */
+			m = tls_wait.m[0];
+			memmove(tls_wait.m, tls_wait.m + 1, --tls_wait.n * sizeof(m));
+			n = sizeof(m);
+		} else {
+			n = recv(ch->fd, &m, sizeof(m), MSG_DONTWAIT);
+		}
+		if (n < 0) {
+			int rc = errno;
+
+			if (rc != EAGAIN && rc != EWOULDBLOCK && rc != EINTR)
+				return rc;
+			rc = rc == EINTR ? 0 : chan_sleep(ch);
+			if (rc)
+				return rc;
+			continue;
+		}
 		if (n != sizeof(m) || m.cq_idx >= HCA_MAX_CQ)
 			continue;
 		cq = dev->cq_tab[m.cq_idx];
 		/* an event for a CQ destroyed since is not delivered */
 		if (!cq || cq->handle != m.handle || cq->chan != ch)
 			continue;
+		hca_cq_event_read(cq); /* the next wake may be sent (cq.c) */
 		/*
 		 * Completions that raised an event may have been polled already
 		 * (work done inside post_send completes before the application
@@ -300,18 +405,32 @@ int hca_chan_get_event(struct hca_chan *ch, void **cq_user)
 				continue;
 		}
 		*cq_user = cq->user;
+		/* events left over go the channel's way: this thread may not
+		 * come back for them, another may read the channel */
+		for (int i = 0; i < tls_wait.n; i++)
+			chan_post(dev, dev->slot, dev->gen, ch->id, &tls_wait.m[i]);
+		tls_wait.n = 0;
 		return 0;
 	}
+}
+
+static int chan_post(struct hca_dev *dev, uint16_t owner, uint32_t owner_gen,
+		     uint32_t chan, const struct chan_msg *m)
+{
+	struct sockaddr_un a;
+	socklen_t al = chan_addr(dev, &a, owner, owner_gen, chan);
+
+	if (sendto(dev->db_fd, m, sizeof(*m), MSG_DONTWAIT, (struct sockaddr *)&a, al) < 0)
+		return errno;
+	return 0;
 }
 
 int hca_chan_signal(struct hca_dev *dev, uint16_t owner, uint32_t owner_gen,
 		    uint32_t chan, uint32_t cq_idx, uint32_t handle)
 {
 	struct chan_msg m = { .cq_idx = cq_idx, .handle = handle };
-	struct sockaddr_un a;
-	socklen_t al = chan_addr(dev, &a, owner, owner_gen, chan);
 
-	if (sendto(dev->db_fd, &m, sizeof(m), MSG_DONTWAIT, (struct sockaddr *)&a, al) < 0)
-		return errno;
-	return 0;
+	if (chan_signal_local(dev, owner, owner_gen, chan, &m))
+		return 0;
+	return chan_post(dev, owner, owner_gen, chan, &m);
 }

@@ -44,6 +44,11 @@ struct hca_peer {
 /* The UDP link of this process (link_udp.c). */
 struct hca_link {
 	int fd;                 /* bound to port base + our slot */
+	int rx_epfd;            /* fd and the peers' sockets: what to read */
+	int rx_hot;             /* the socket the poller reads first */
+	unsigned rx_polls;      /* polls since the others were looked at */
+	uint64_t rx_quiet_until; /* polls skip the sockets until then */
+	_Atomic int rx_peers;   /* peers' sockets that receive */
 	uint32_t ip;            /* our IPv4 address, host order */
 	uint16_t base, port;
 	bool force_udp;         /* SOFTIB_LINK=udp */
@@ -58,7 +63,7 @@ struct hca_link {
 	uint64_t held_ns;
 	struct hca_link_counters *cnt;  /* in our process slot: softib shows them */
 	bool no_gso;            /* the kernel refused UDP_SEGMENT */
-	struct { uint32_t daddr; uint16_t dport; int fd; } peers[HCA_LINK_PEERS];
+	struct { uint32_t daddr; uint16_t dport; int fd; bool rx; } peers[HCA_LINK_PEERS];
 	_Atomic int npeers;
 	pthread_mutex_t peers_lock;
 	/* QPs owing a deferred ACK (udp_resp.c), under rx_lock */
@@ -90,10 +95,10 @@ struct hca_dev {
 	struct hca_qp *waiting;     /* QPs with a send WQE held back */
 	_Atomic uint64_t next_wake_ns;
 
-	struct hca_qp *qp_tab[HCA_MAX_QP];
+	struct hca_qp **qp_tab;     /* by QPN: HCA_MAX_QP, sparse (mmap) */
 	struct hca_cq *cq_tab[HCA_MAX_CQ];
 	struct hca_srq *srq_tab[HCA_MAX_SRQ];
-	uint16_t xrc_local[HCA_MAX_QP]; /* our handles on each XRC target QP */
+	uint16_t *xrc_local;    /* by QPN, sparse: our handles on each XRC target QP */
 	struct hca_ctx *ctxs;
 	struct hca_link link;
 	_Atomic int udp_qps;    /* QPs whose path is the UDP link: poll reads it */
@@ -102,6 +107,15 @@ struct hca_dev {
 	_Atomic uint32_t polls;    /* CQ polls, counted without a lock */
 	_Atomic uint32_t polls_at_arm; /* ... when a CQ was last armed */
 	bool link_paused;       /* progress thread leaves the socket to pollers */
+	_Atomic int inl_cqs;    /* our CQs with an inline pool (cq_inline.c) */
+	/* the progress thread's one-shot watch of the link socket: whether
+	 * it is armed, and how many application threads sleep on the socket
+	 * themselves meanwhile (hca_chan_get_event), under link_watch_lock */
+	pthread_mutex_t link_watch_lock;
+	bool link_watched;
+	int link_sleepers;
+	_Atomic uint64_t sleeper_ns; /* when the last sleeper woke */
+	uint64_t timer_at;      /* the timer's next expiry, under lock */
 };
 
 struct hca_ctx {
@@ -144,21 +158,58 @@ struct hca_cqe {
 	uint32_t imm, qp_num, src_qp, wc_flags;
 	uint16_t pkey_index, slid;
 	uint8_t sl, dlid_path_bits;
+	uint16_t inl;            /* payload waits in inline slot inl - 1 of the
+				  * CQ's pool (cq_inline.c); 0: none */
 };
+
+/*
+ * Inline receive pool of a CQ, in the segment (cq_inline.c states the
+ * protocol). HCA_INL_DEFAULT is the measured threshold (docs/datapath.md),
+ * SOFTIB_INLINE_MAX overrides it up to HCA_INL_LIMIT.
+ */
+#define HCA_INL_DEFAULT 16384
+#define HCA_INL_LIMIT   65536
+#define HCA_INL_SLOTS   30      /* at most, per CQ (fewer for a small CQ):
+				 * 30 slots of 16 KiB fill a 512 KiB block */
+#define HCA_INL_PROC_POOLS 64   /* pools a process may hold (32 MiB) */
+
+struct hca_inl_iov {
+	uint64_t addr;           /* in the CQ owner's address space */
+	uint32_t len, lkey;
+};
+struct hca_inl_slot {
+	_Atomic uint32_t state;
+	uint32_t niov, len, pad;
+	struct hca_inl_iov iov[HCA_MAX_SGE];
+	uint64_t pad1[6];        /* the payload starts on a cache line */
+};
+struct hca_inl_pool {
+	uint32_t nslots;         /* written at create */
+	uint32_t stride, max_len, pad;
+	uint64_t pad1[6];
+	_Atomic uint32_t hint;   /* where requesters look first */
+	uint32_t pad2[15];
+};
+
+static inline struct hca_inl_slot *hca_inl_slot(struct hca_inl_pool *p, uint32_t k)
+{
+	return (struct hca_inl_slot *)((char *)p + 128 + (uint64_t)k * p->stride);
+}
 
 struct hca_cq {
 	struct hca_ctx *ctx;
 	uint32_t idx, handle;
 	struct hca_cq_ent *ent;
-	struct hca_ring *ring;
+	struct hca_ring *_Atomic ring;  /* swapped by resize; polls load it */
 	uint64_t ring_size;
 	int cqe;
 	int flags;
 	struct hca_chan *chan;
 	int arm_solicited;      /* how the consumer last armed it */
 	void *user;
-	pthread_mutex_t poll_lock;
+	pthread_mutex_t poll_lock;  /* resize only: polls take no lock */
 	_Atomic int refs;       /* QPs on it */
+	_Atomic int udp_qps;    /* of them, with a UDP path: polls read the link */
 };
 
 /* One receive WQE as it sits in an RQ or SRQ ring. */
@@ -377,6 +428,19 @@ int hca_chan_signal(struct hca_dev *dev, uint16_t owner, uint32_t owner_gen,
 int hca_cq_push(struct hca_dev *dev, uint32_t cq_idx, const struct hca_cqe *c,
 		bool solicited);
 struct hca_cq_ent *hca_cq_ent(struct hca_dev *dev, uint32_t cq_idx);
+void hca_cq_event_read(struct hca_cq *cq);
+
+/* cq_inline.c */
+uint32_t hca_inl_max(void);
+uint64_t hca_inl_pool_bytes(uint32_t cq_cap, uint32_t *nslots, uint32_t *max_len);
+void hca_inl_pool_init(struct hca_inl_pool *p, uint32_t nslots, uint32_t max_len);
+uint16_t hca_inl_put(struct hca_dev *dev, uint32_t cq_idx,
+		     const struct iovec *src, int nsrc,
+		     const struct iovec *dst, const uint32_t *lkeys, int ndst,
+		     uint32_t len);
+void hca_inl_take(struct hca_dev *dev, struct hca_cq *cq, struct hca_cqe *c);
+void hca_inl_drop(struct hca_dev *dev, uint32_t cq_idx, uint16_t inl);
+void hca_inl_sweep(struct hca_dev *dev);
 
 /* srq.c */
 uint32_t hca_rwqe_body(uint32_t max_sge);
@@ -401,12 +465,18 @@ void hca_xrc_reg(struct hca_seg *seg, struct hca_qp_ent *e, uint16_t slot, bool 
 bool hca_xrc_unreg_last(struct hca_seg *seg, struct hca_qp_ent *e, uint16_t slot);
 void hca_xrc_reclaim(struct hca_seg *seg, uint16_t slot);
 void hca_qp_ent_free(struct hca_seg *seg, struct hca_qp_ent *e, uint64_t rq_bytes);
+void hca_qp_ent_each(struct hca_seg *seg, uint32_t first_pg, uint32_t npg,
+		     void (*fn)(struct hca_seg *, struct hca_qp_ent *, void *), void *arg);
 
 /* link_udp.c, udp_req.c, udp_resp.c */
 int hca_link_init(struct hca_dev *dev);
 void hca_link_fini(struct hca_dev *dev);
 void hca_link_tick(struct hca_dev *dev);
 void hca_link_rx(struct hca_dev *dev, bool wait);
+struct pollfd;
+int hca_link_wait_fd(struct hca_dev *dev);
+int hca_link_wait_fds(struct hca_dev *dev, struct pollfd *p, int max);
+void hca_link_rx_sleeper(struct hca_dev *dev, const struct pollfd *p, int n);
 void hca_link_inject(struct hca_dev *dev, const uint8_t *pkt, size_t len, uint32_t saddr);
 int hca_link_send(struct hca_dev *dev, uint32_t daddr, uint8_t *pkt, size_t hdr_len,
 		  size_t plen);
@@ -421,6 +491,10 @@ void hca_udp_resp_rx(struct hca_qp *qp, const struct hca_wire_hdr *h,
 		     const uint8_t *pl, size_t plen, uint32_t saddr);
 void hca_udp_sq_progress(struct hca_qp *qp);
 void hca_udp_ack_flush(struct hca_qp *qp);
+bool hca_udp_ack_take(struct hca_qp *qp, bool asked_only, struct hca_wire_hdr *h,
+		      uint32_t *daddr);
+int hca_link_send_pair(struct hca_dev *dev, uint32_t daddr, uint8_t *pkt, size_t hdr_len,
+		       size_t plen, uint8_t *pkt2, size_t hdr_len2);
 void hca_udp_ack_flush_asked(struct hca_qp *qp);
 /* Which owed ACKs a flush sends (udp_ack.c). */
 enum hca_ack_flush {
@@ -436,11 +510,15 @@ void hca_link_acks_flush_locked(struct hca_dev *dev, enum hca_ack_flush what);
 void hca_link_forget(struct hca_dev *dev, struct hca_qp *qp);
 int hca_link_peer_fd(struct hca_link *l, uint32_t daddr, uint16_t dport);
 int hca_link_peer_send(int fd, const uint8_t *p, size_t len);
+int hca_link_peer_send2(int fd, const uint8_t *p, size_t len, const uint8_t *p2,
+			size_t len2);
 struct sockaddr_in;
 long hca_sys_send(int fd, const void *p, size_t len);
 long hca_sys_recvfrom(int fd, void *p, size_t len, struct sockaddr_in *from);
 void hca_link_peers_close(struct hca_link *l);
 void hca_dev_link_handover(struct hca_dev *dev);
+bool hca_dev_link_sleep_begin(struct hca_dev *dev);
+void hca_dev_link_sleep_end(struct hca_dev *dev);
 
 /* A run of equal packets for one peer, sent as one UDP GSO buffer
  * (link_gso.c); its bytes live in a per-thread buffer until flushed. */

@@ -6,10 +6,21 @@
 #ifndef HCA_LIMITS_H
 #define HCA_LIMITS_H
 
-#define HCA_MAX_PROCS      256      /* process slots in the segment */
-#define HCA_QP_PER_PROC    256      /* QP numbers a process slot owns */
-#define HCA_MAX_QP         (HCA_MAX_PROCS * HCA_QP_PER_PROC) /* directory entries */
-#define HCA_QPN_IDX_BITS   16       /* QPN = generation (8) | slot (8) | k (8) */
+#define HCA_MAX_PROCS      256      /* process slot table (bitmaps: a multiple of 64) */
+#define HCA_PROC_SLOTS     254      /* slots in use: QPN high byte = slot + 1 */
+/*
+ * QP numbers: QPN = (slot + 1) << 16 | k. A process owns the 65,536 numbers
+ * of its slot; the high bytes 0x00 and 0xff are never used, which keeps
+ * QPN 0, 1 (SMI, GSI) and 0xffffff (multicast) out (docs/shared-segment.md).
+ * The directory is indexed by the whole number, in pages of HCA_QP_PAGE
+ * entries allocated from the heap when first used.
+ */
+#define HCA_QP_PER_PROC    65536    /* QP numbers a process slot owns */
+#define HCA_MAX_QP         (1u << 24) /* the QPN space: directory index = QPN */
+#define HCA_QPN_K_BITS     16
+#define HCA_QP_PAGE_BITS   8
+#define HCA_QP_PAGE        (1u << HCA_QP_PAGE_BITS)  /* entries per directory page */
+#define HCA_QP_PAGES       (HCA_MAX_QP / HCA_QP_PAGE)
 #define HCA_MAX_CQ         16384
 #define HCA_MAX_SRQ        4096
 #define HCA_MAX_MR         65536    /* MR table entries (key index bits: 16) */

@@ -4,7 +4,7 @@
  * Each softib process has one UDP socket. Its port is derived from its
  * process slot: base + slot, base being the RoCEv2 port 4791
  * (SOFTIB_UDP_PORT moves it). A QP number names its owner's slot (bits
- * 8..15: qp.c), so a requester anywhere finds the port of any QP from the
+ * 16..23, minus one: qp.c), so a requester anywhere finds the port of any QP from the
  * QP number alone, and the responder and requester of a QP always run in
  * the QP's own process. tshark decodes port 4791 as RoCEv2 by itself; the
  * other ports with `-d udp.port==N,infiniband` (docs/udp-link.md) — the
@@ -17,9 +17,11 @@
  */
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,10 +41,11 @@ static uint16_t port_base(void)
 	return v > 0 && v + HCA_MAX_PROCS < 65536 ? (uint16_t)v : HCA_ROCE_PORT;
 }
 
-/* The UDP port of the process that owns QP qpn. */
+/* The UDP port of the process that owns QP qpn: the slot is in the
+ * number's high byte, plus one (qp.c). */
 static uint16_t qpn_port(const struct hca_link *l, uint32_t qpn)
 {
-	return (uint16_t)(l->base + ((qpn >> 8) & 0xff));
+	return (uint16_t)(l->base + (((qpn >> 16) - 1) & 0xff));
 }
 
 static int link_socket(struct hca_link *l)
@@ -67,7 +70,25 @@ static int link_socket(struct hca_link *l)
 		l->fd = -1;
 		return err;
 	}
+	/* only now: our peer sockets may share the port, another process's
+	 * bound socket (binding without it) still may not (link_peers.c) */
+	int one = 1;
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = l->fd };
+
+	setsockopt(l->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	l->rx_hot = l->fd;
+	l->rx_epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (l->rx_epfd >= 0 && epoll_ctl(l->rx_epfd, EPOLL_CTL_ADD, l->fd, &ev)) {
+		close(l->rx_epfd);
+		l->rx_epfd = -1;
+	}
 	return 0;
+}
+
+/* What to wait on for the link's datagrams: all its receiving sockets. */
+int hca_link_wait_fd(struct hca_dev *dev)
+{
+	return dev->link.rx_epfd >= 0 ? dev->link.rx_epfd : dev->link.fd;
 }
 
 int hca_link_init(struct hca_dev *dev)
@@ -77,7 +98,7 @@ int hca_link_init(struct hca_dev *dev)
 	char msg[160];
 	int rc;
 
-	l->fd = -1;
+	l->fd = l->rx_epfd = -1;
 	l->cnt = &dev->seg->procs[dev->slot].link;
 	memset(l->cnt, 0, sizeof(*l->cnt));
 	l->ip = host_ip(dev);
@@ -110,6 +131,8 @@ void hca_link_fini(struct hca_dev *dev)
 	if (l->fd >= 0)
 		close(l->fd);
 	hca_link_peers_close(l);
+	if (l->rx_epfd >= 0)
+		close(l->rx_epfd);
 	if (l->fault)
 		hca_fault_close(l->fault);
 	if (l->pcap)
@@ -248,6 +271,39 @@ int hca_link_send(struct hca_dev *dev, uint32_t daddr, uint8_t *pkt, size_t hdr_
 	return 0;
 }
 
+/*
+ * Two packets for one peer process in one system call (sendmmsg): a
+ * request and the ACK its QP owes (udp_req.c). pkt2 has hdr_len2 header
+ * bytes and no payload. Falls back to two sends where one call cannot do
+ * (fault injection decides per datagram; no connected socket).
+ */
+int hca_link_send_pair(struct hca_dev *dev, uint32_t daddr, uint8_t *pkt, size_t hdr_len,
+		       size_t plen, uint8_t *pkt2, size_t hdr_len2)
+{
+	struct hca_link *l = &dev->link;
+	uint16_t dport, dport2;
+	size_t len, len2;
+	int fd, rc;
+
+	if (l->fd < 0)
+		return ENETDOWN;
+	len = hca_link_seal(dev, daddr, pkt, hdr_len, plen, &dport);
+	len2 = hca_link_seal(dev, daddr, pkt2, hdr_len2, 0, &dport2);
+	if (!len || !len2)
+		return EINVAL;
+	fd = l->fault || dport != dport2 ? -1 : hca_link_peer_fd(l, daddr, dport);
+	if (fd < 0) {
+		hca_link_send_sealed(dev, daddr, dport, pkt, len);
+		hca_link_send_sealed(dev, daddr, dport2, pkt2, len2);
+		return 0;
+	}
+	rc = hca_link_peer_send2(fd, pkt, len, pkt2, len2);
+	atomic_fetch_add(&l->cnt->tx_pkts, (uint64_t)(rc > 0 ? rc : 0));
+	if (rc < 2)
+		atomic_fetch_add(&l->cnt->tx_errors, (uint64_t)(2 - (rc > 0 ? rc : 0)));
+	return 0;
+}
+
 /* Record a packet that the shared-memory link carried instead. */
 void hca_link_capture(struct hca_dev *dev, uint32_t daddr, uint8_t *pkt, size_t hdr_len,
 		      size_t plen)
@@ -306,30 +362,17 @@ static void dispatch(struct hca_dev *dev, const uint8_t *pkt, size_t len, uint32
  * none (that call cost as much as a third of a raw UDP ping-pong).
  */
 #define HCA_RX_BATCH 16
+#define HCA_RX_QUIET_NS 5000 /* see hca_link_rx_sleeper */
 
-void hca_link_rx(struct hca_dev *dev, bool wait)
+/* Everything queued on socket fd (up to 256 datagrams), rx_lock held. */
+static void rx_drain_fd(struct hca_dev *dev, int fd)
 {
-	struct hca_link *l = &dev->link;
 	static _Thread_local uint8_t buf[HCA_RX_BATCH][HCA_PKT_MAX];
 	struct sockaddr_in from[HCA_RX_BATCH];
 	struct iovec iov[HCA_RX_BATCH];
 	struct mmsghdr mm[HCA_RX_BATCH];
 
-	if (wait)
-		pthread_mutex_lock(&l->rx_lock);
-	else if (pthread_mutex_trylock(&l->rx_lock))
-		return;
-	if (!wait && l->fd >= 0) {
-		/* a poller: one datagram a call, its next poll takes the next
-		 * (the cheapest call both when one waits and when none does) */
-		long r = hca_sys_recvfrom(l->fd, buf[0], sizeof(buf[0]), &from[0]);
-
-		if (r > 0)
-			dispatch(dev, buf[0], (size_t)r, ntohl(from[0].sin_addr.s_addr));
-		pthread_mutex_unlock(&l->rx_lock);
-		return;
-	}
-	for (int n = 0; l->fd >= 0 && n < 256; n += HCA_RX_BATCH) {
+	for (int n = 0; n < 256; n += HCA_RX_BATCH) {
 		int got;
 
 		for (int i = 0; i < HCA_RX_BATCH; i++) {
@@ -338,15 +381,147 @@ void hca_link_rx(struct hca_dev *dev, bool wait)
 							 .msg_namelen = sizeof(from[i]),
 							 .msg_iov = &iov[i], .msg_iovlen = 1 };
 		}
-		got = recvmmsg(l->fd, mm, HCA_RX_BATCH, MSG_DONTWAIT, NULL);
+		got = recvmmsg(fd, mm, HCA_RX_BATCH, MSG_DONTWAIT, NULL);
+		if (got < 0 && errno == ECONNREFUSED) /* a peer's ICMP error, */
+			continue;                      /* reported once */
 		for (int i = 0; i < got; i++)
 			dispatch(dev, buf[i], mm[i].msg_len,
 				 ntohl(from[i].sin_addr.s_addr));
 		if (got < HCA_RX_BATCH)
 			break;
 	}
-	if (wait) /* the progress thread: no application to go first */
-		hca_link_acks_flush_locked(dev, HCA_ACKS_ALL);
+}
+
+/* Every receiving socket with something queued, rx_lock held. */
+static void rx_drain(struct hca_dev *dev)
+{
+	struct hca_link *l = &dev->link;
+	struct epoll_event ev[16];
+	int n;
+
+	if (l->fd < 0)
+		return;
+	if (l->rx_epfd < 0 || !atomic_load_explicit(&l->rx_peers, memory_order_relaxed)) {
+		rx_drain_fd(dev, l->fd);
+		return;
+	}
+	n = epoll_wait(l->rx_epfd, ev, 16, 0);
+	for (int i = 0; i < n; i++)
+		rx_drain_fd(dev, ev[i].data.fd);
+}
+
+/* One datagram from socket fd, if one waits; rx_lock held. */
+static bool rx_one(struct hca_dev *dev, int fd)
+{
+	static _Thread_local uint8_t buf[HCA_PKT_MAX];
+	struct sockaddr_in from;
+	long r = hca_sys_recvfrom(fd, buf, sizeof(buf), &from);
+
+	if (r > 0)
+		dispatch(dev, buf, (size_t)r, ntohl(from.sin_addr.s_addr));
+	return r > 0;
+}
+
+/*
+ * A poller: one datagram a call, its next poll takes the next (the
+ * cheapest call both when one waits and when none does). It reads the
+ * socket that last had something — with one peer, that peer's socket —
+ * and looks at the others every 8th poll; with several peers' sockets it
+ * asks the kernel which one is ready.
+ */
+static void rx_poll(struct hca_dev *dev)
+{
+	struct hca_link *l = &dev->link;
+	int peers = atomic_load_explicit(&l->rx_peers, memory_order_relaxed);
+	struct epoll_event ev;
+
+	/* a sleeper has just emptied the sockets (hca_link_rx_sleeper): the
+	 * application's polls right after its wake-up find nothing there */
+	if (l->rx_quiet_until) {
+		if (hca_now_ns() < l->rx_quiet_until)
+			return;
+		l->rx_quiet_until = 0;
+	}
+
+	if (peers <= 1 && rx_one(dev, l->rx_hot))
+		return;
+	if (!peers || (peers == 1 && (++l->rx_polls & 7)))
+		return;
+	if (epoll_wait(l->rx_epfd, &ev, 1, 0) == 1) {
+		l->rx_hot = ev.data.fd;
+		rx_one(dev, l->rx_hot);
+	}
+}
+
+void hca_link_rx(struct hca_dev *dev, bool wait)
+{
+	struct hca_link *l = &dev->link;
+
+	if (wait)
+		pthread_mutex_lock(&l->rx_lock);
+	else if (pthread_mutex_trylock(&l->rx_lock))
+		return;
+	if (!wait) {
+		if (l->fd >= 0)
+			rx_poll(dev);
+		pthread_mutex_unlock(&l->rx_lock);
+		return;
+	}
+	rx_drain(dev);
+	/* the progress thread: no application to go first */
+	hca_link_acks_flush_locked(dev, HCA_ACKS_ALL);
+	pthread_mutex_unlock(&l->rx_lock);
+}
+
+/*
+ * The sockets an application thread sleeping for a completion watches
+ * (hca_chan_get_event): the bound one and the peers', at most max — or,
+ * with more peers than that, the set of them all. poll() on the sockets
+ * themselves says which to read, with no epoll_wait to ask. Returns how
+ * many entries of p it filled.
+ */
+int hca_link_wait_fds(struct hca_dev *dev, struct pollfd *p, int max)
+{
+	struct hca_link *l = &dev->link;
+	int np = atomic_load_explicit(&l->npeers, memory_order_acquire), n = 0;
+
+	if (l->fd < 0 || max < 1)
+		return 0;
+	if (l->rx_epfd < 0 || atomic_load(&l->rx_peers) >= max) {
+		p[0] = (struct pollfd){ .fd = hca_link_wait_fd(dev), .events = POLLIN };
+		return 1;
+	}
+	p[n++] = (struct pollfd){ .fd = l->fd, .events = POLLIN };
+	for (int i = 0; i < np && n < max; i++)
+		if (l->peers[i].rx)
+			p[n++] = (struct pollfd){ .fd = l->peers[i].fd, .events = POLLIN };
+	return n;
+}
+
+/*
+ * That thread, woken, takes what came on the sockets poll() marked. Owed
+ * ACKs stay owed: the application is about to answer, and the ACK goes
+ * with its answer (or before it sleeps again).
+ */
+void hca_link_rx_sleeper(struct hca_dev *dev, const struct pollfd *p, int n)
+{
+	struct hca_link *l = &dev->link;
+
+	pthread_mutex_lock(&l->rx_lock);
+	for (int i = 0; i < n; i++) {
+		if (!p[i].revents)
+			continue;
+		if (p[i].fd == l->rx_epfd)
+			rx_drain(dev);
+		else
+			rx_drain_fd(dev, p[i].fd);
+	}
+	/* the polls of the next microseconds (the application taking its
+	 * completion, answering, arming, looking once more before it sleeps
+	 * again) would each make a system call to find the sockets empty:
+	 * they skip them; anything that comes meanwhile waits for the next
+	 * look, at worst the sleep that follows */
+	l->rx_quiet_until = hca_now_ns() + HCA_RX_QUIET_NS;
 	pthread_mutex_unlock(&l->rx_lock);
 }
 

@@ -44,13 +44,40 @@ uint32_t hca_pd_id(struct hca_pd *pd)
 	return pd->id;
 }
 
+/*
+ * A key's entry, as one consistent snapshot. The owner may re-register
+ * the key while we read (hca_mr_rereg): it takes the key away, changes
+ * the fields, and publishes a new key. So the fields are copied out
+ * between two loads of the key (a seqlock read side): the same key both
+ * times means the copy is one registration's, never a mix of the old and
+ * new bounds; a key that changed fails the lookup, as a deregistered one
+ * does. The copy is thread-local, in a small ring so that a caller may
+ * hold a few at once (an rkey and the lkeys of a receive WQE); callers
+ * only read it.
+ */
+#define MR_SNAPS 8
+
 struct hca_mr_ent *hca_mr_lookup(struct hca_seg *seg, uint32_t key)
 {
-	struct hca_mr_ent *e = &seg->mrs[key & (HCA_MAX_MR - 1)];
+	static __thread struct hca_mr_ent snap[MR_SNAPS];
+	static __thread unsigned next;
+	struct hca_mr_ent *e = &seg->mrs[key & (HCA_MAX_MR - 1)], *c;
 
 	if (!key || atomic_load_explicit(&e->key, memory_order_acquire) != key)
 		return NULL;
-	return e;
+	c = &snap[next++ % MR_SNAPS];
+	c->owner = e->owner;
+	c->owner_gen = e->owner_gen;
+	c->pd = e->pd;
+	c->access = e->access;
+	c->addr = e->addr;
+	c->length = e->length;
+	c->iova = e->iova;
+	atomic_thread_fence(memory_order_acquire);
+	if (atomic_load_explicit(&e->key, memory_order_relaxed) != key)
+		return NULL;
+	atomic_store_explicit(&c->key, key, memory_order_relaxed);
+	return c;
 }
 
 #define MR_ACCESS_ALL (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
@@ -82,6 +109,14 @@ static void mr_fill(struct hca_mr_ent *e, struct hca_pd *pd, void *addr,
 	e->iova = iova;
 }
 
+/* The next key of entry idx: a new generation, never 0 (seg->lock held). */
+static uint32_t mr_key_next(struct hca_seg *seg, uint32_t idx)
+{
+	if (++seg->mr_gen[idx] == 0)
+		seg->mr_gen[idx] = 1;
+	return ((uint32_t)seg->mr_gen[idx] << HCA_MR_IDX_BITS) | idx;
+}
+
 struct hca_mr *hca_mr_reg(struct hca_pd *pd, void *addr, size_t len,
 			  uint64_t iova, unsigned access)
 {
@@ -111,12 +146,10 @@ struct hca_mr *hca_mr_reg(struct hca_pd *pd, void *addr, size_t len,
 		struct hca_mr_ent *e = &seg->mrs[idx];
 
 		seg->mr_hint = idx + 1;
-		if (++seg->mr_gen[idx] == 0)
-			seg->mr_gen[idx] = 1;
 		e->owner = dev->slot;
 		e->owner_gen = dev->gen;
 		mr_fill(e, pd, addr, len, iova, access);
-		mr->key = ((uint32_t)seg->mr_gen[idx] << HCA_MR_IDX_BITS) | idx;
+		mr->key = mr_key_next(seg, idx);
 		atomic_store_explicit(&e->key, mr->key, memory_order_release);
 	}
 	hca_seg_unlock(seg);
@@ -137,43 +170,56 @@ uint32_t hca_mr_key(struct hca_mr *mr)
 }
 
 /*
- * Re-registration keeps the key (rdma-core lets a provider keep or change
- * it; keeping it means peers holding the rkey go on working).
+ * Re-registration gives the MR a new key (ibv_rereg_mr(3) lets the
+ * device change lkey and rkey; the verbs layer writes them back). The
+ * old key stops working at once and does not come back — a peer that
+ * still holds it, or a transfer that looked it up before, can never
+ * reach the new range or pass the new access rights. The fields change
+ * while the entry has no key (the writer side of hca_mr_lookup's
+ * seqlock: key 0, a release fence, the fields, the new key released).
  */
 int hca_mr_rereg(struct hca_mr *mr, int flags, struct hca_pd *pd, void *addr,
 		 size_t len, unsigned access)
 {
 	struct hca_seg *seg = mr->pd->ctx->dev->seg;
 	struct hca_mr_ent *e = &seg->mrs[mr->idx];
-	struct hca_mr_ent nv;
+	uint64_t naddr, nlen, niova;
+	unsigned nacc;
+	uint32_t npd;
 
 	if (flags & ~(IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD |
 		      IBV_REREG_MR_CHANGE_ACCESS) || !flags)
 		return EINVAL;
 	if ((flags & IBV_REREG_MR_CHANGE_ACCESS) && !mr_access_ok(access))
 		return EINVAL;
-	if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || !len))
+	if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) &&
+	    (!addr || !len || len > HCA_MAX_MR_SIZE))
 		return EINVAL;
 	if ((flags & IBV_REREG_MR_CHANGE_PD) && !pd)
 		return EINVAL;
 	hca_seg_lock(seg);
-	nv = *e;
+	naddr = e->addr;
+	nlen = e->length;
+	niova = e->iova;
+	nacc = e->access;
+	npd = e->pd;
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
-		nv.addr = (uint64_t)(uintptr_t)addr;
-		nv.length = len;
-		nv.iova = (uint64_t)(uintptr_t)addr;
+		naddr = (uint64_t)(uintptr_t)addr;
+		nlen = len;
+		niova = (uint64_t)(uintptr_t)addr;
 	}
 	if (flags & IBV_REREG_MR_CHANGE_ACCESS)
-		nv.access = access;
+		nacc = access;
 	if (flags & IBV_REREG_MR_CHANGE_PD)
-		nv.pd = pd->id;
-	/* readers see the key vanish while the fields change */
-	atomic_store_explicit(&e->key, 0, memory_order_release);
-	e->addr = nv.addr;
-	e->length = nv.length;
-	e->iova = nv.iova;
-	e->access = nv.access;
-	e->pd = nv.pd;
+		npd = pd->id;
+	atomic_store_explicit(&e->key, 0, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	e->addr = naddr;
+	e->length = nlen;
+	e->iova = niova;
+	e->access = nacc;
+	e->pd = npd;
+	mr->key = mr_key_next(seg, mr->idx);
 	atomic_store_explicit(&e->key, mr->key, memory_order_release);
 	hca_seg_unlock(seg);
 	if (flags & IBV_REREG_MR_CHANGE_PD) {

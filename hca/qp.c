@@ -8,12 +8,12 @@
  * timer) and a private part (the send queue, which only this process
  * executes, and the attributes query_qp returns).
  *
- * QP numbers: generation (8 bits) | owner's process slot (8) | k (8).
- * The slot in the number is how a remote host finds the UDP port of the
- * QP's process (link_udp.c). Each slot hands its 256 indexes out
- * round-robin, and a freed index's generation moves on, so a QP number
- * comes back only after many others — a late packet for a dead QP never
- * reaches a new one.
+ * QP numbers: (owner's process slot + 1) << 16 | k, k round-robin over
+ * the slot's 65,536 numbers. The slot in the number is how a remote host
+ * finds the UDP port of the QP's process (link_udp.c); the round-robin
+ * makes a number come back only after the slot's others, so a late packet
+ * for a dead QP never reaches a new one. The directory is indexed by the
+ * number itself, in pages made on first use (docs/shared-segment.md).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -22,48 +22,97 @@
 #include "hca_int.h"
 #include "qp_modify.h"
 
+/* O(1) and lock-free: two acquire loads (the page, the entry's number). */
 struct hca_qp_ent *hca_qp_lookup(struct hca_seg *seg, uint32_t qpn)
 {
-	struct hca_qp_ent *e = &seg->qps[qpn & (HCA_MAX_QP - 1)];
+	struct hca_qp_ent *e = hca_qp_ent_at(seg, qpn);
 
-	if (!qpn || atomic_load_explicit(&e->qpn, memory_order_acquire) != qpn)
+	if (!qpn || !e || atomic_load_explicit(&e->qpn, memory_order_acquire) != qpn)
 		return NULL;
 	return e;
 }
 
-static uint32_t qpn_make(struct hca_seg *seg, uint32_t idx)
+static uint32_t qpn_of(uint16_t slot, uint32_t k)
 {
-	uint32_t qpn;
+	return ((uint32_t)slot + 1) << HCA_QPN_K_BITS | k;
+}
 
-	if (!seg->qp_gen[idx])
-		seg->qp_gen[idx] = 1;
-	qpn = ((uint32_t)seg->qp_gen[idx] << HCA_QPN_IDX_BITS) | idx;
-	if (qpn == 0xffffff) { /* the multicast QPN is never a QP's */
-		seg->qp_gen[idx] = 1;
-		qpn = (1u << HCA_QPN_IDX_BITS) | idx;
-	}
-	return qpn;
+/* A directory page for qpn's page, made if absent (seg->lock held). */
+static struct hca_qp_ent *qp_page_get(struct hca_seg *seg, uint32_t qpn)
+{
+	uint32_t pg = qpn >> HCA_QP_PAGE_BITS;
+	struct hca_qp_ent *p = hca_qp_page(seg, pg);
+	uint64_t off;
+
+	if (p)
+		return p;
+	off = hca_heap_alloc(seg, (uint64_t)HCA_QP_PAGE * sizeof(*p));
+	if (!off)
+		return NULL;
+	p = hca_seg_ptr(seg, off);
+	for (uint32_t i = 0; i < HCA_QP_PAGE; i++)
+		p[i].num = (pg << HCA_QP_PAGE_BITS) | i;
+	seg->qp_page_live[pg] = 0;
+	atomic_store_explicit(&seg->qp_pages[pg], off, memory_order_release);
+	return p;
 }
 
 /*
- * A free directory index of our slot, round-robin from the last one
- * handed out (seg->lock held). Index = slot << 8 | k: the QP number names
- * its owner's slot, which is how a remote host finds the UDP port of a QP
- * (link_udp.c). Indexes 0 and 1 (QPN 0 and 1 are SMI and GSI) are never
- * used.
+ * A page with no live entry goes (into the heap's quarantine: a reader
+ * that loaded its offset just before may still look at it), unless the
+ * slot's cursor is in it — the next QPs come from there.
  */
-static uint32_t qp_idx_alloc(struct hca_seg *seg, uint16_t slot)
+static void qp_page_maybe_free(struct hca_seg *seg, uint32_t pg)
 {
-	for (unsigned n = 0; n < HCA_QP_PER_PROC; n++) {
-		uint8_t k = (uint8_t)(seg->qp_next[slot] + n);
-		uint32_t idx = (uint32_t)slot * HCA_QP_PER_PROC + k;
+	uint64_t off = atomic_load(&seg->qp_pages[pg]);
+	uint32_t slot = hca_qpn_slot(pg << HCA_QP_PAGE_BITS);
 
-		if (idx < 2 || atomic_load(&seg->qps[idx].qpn))
+	if (!off || seg->qp_page_live[pg])
+		return;
+	if (slot != HCA_NONE &&
+	    qpn_of((uint16_t)slot, seg->qp_next[slot]) >> HCA_QP_PAGE_BITS == pg)
+		return;
+	atomic_store_explicit(&seg->qp_pages[pg], 0, memory_order_release);
+	hca_heap_free(seg, off, (uint64_t)HCA_QP_PAGE * sizeof(struct hca_qp_ent));
+}
+
+/*
+ * A free number of our slot, round-robin from the one after the last
+ * handed out (seg->lock held), and its entry. A freed number thus comes
+ * back only after the slot's 65,535 others have been tried: that is what
+ * makes a late packet for a dead QP find no QP rather than a new one.
+ * NULL: all 65,536 are in use (ENOMEM), or no memory for a page.
+ */
+static struct hca_qp_ent *qp_num_alloc(struct hca_seg *seg, uint16_t slot, int *err)
+{
+	uint32_t left_pg = qpn_of(slot, seg->qp_next[slot]) >> HCA_QP_PAGE_BITS;
+
+	*err = ENOMEM;
+	if (seg->qp_live[slot] >= HCA_QP_PER_PROC)
+		return NULL;
+	for (uint32_t n = 0; n < HCA_QP_PER_PROC; n++) {
+		uint32_t k = (seg->qp_next[slot] + n) & (HCA_QP_PER_PROC - 1);
+		uint32_t qpn = qpn_of(slot, k);
+		struct hca_qp_ent *e = hca_qp_ent_at(seg, qpn);
+
+		if (e && atomic_load(&e->qpn))
 			continue;
-		seg->qp_next[slot] = (uint8_t)(k + 1);
-		return idx;
+		if (!e) {
+			struct hca_qp_ent *page = qp_page_get(seg, qpn);
+
+			if (!page)
+				return NULL;
+			e = page + (qpn & (HCA_QP_PAGE - 1));
+		}
+		seg->qp_next[slot] = (uint16_t)(k + 1);
+		seg->qp_page_live[qpn >> HCA_QP_PAGE_BITS]++;
+		seg->qp_live[slot]++;
+		if (left_pg != qpn >> HCA_QP_PAGE_BITS)
+			qp_page_maybe_free(seg, left_pg); /* the cursor left it */
+		*err = 0;
+		return e;
 	}
-	return HCA_NONE;
+	return NULL;
 }
 
 static int qp_caps_ok(const struct hca_qp_init *in)
@@ -142,11 +191,10 @@ static int qp_publish(struct hca_dev *dev, struct hca_qp *qp)
 {
 	struct hca_seg *seg = dev->seg;
 	uint64_t off = 0, bytes = 0;
+	struct hca_qp_ent *e;
 	uint32_t idx;
+	int rc;
 
-	idx = qp_idx_alloc(seg, dev->slot);
-	if (idx == HCA_NONE)
-		return ENOMEM;
 	if (has_rq(qp)) {
 		bytes = hca_ring_bytes(qp->cap.max_recv_wr, hca_rwqe_body(qp->cap.max_recv_sge));
 		off = hca_heap_alloc(seg, bytes);
@@ -155,8 +203,12 @@ static int qp_publish(struct hca_dev *dev, struct hca_qp *qp)
 		hca_ring_init(hca_seg_ptr(seg, off), qp->cap.max_recv_wr,
 			      hca_rwqe_body(qp->cap.max_recv_sge));
 	}
-
-	struct hca_qp_ent *e = &seg->qps[idx];
+	e = qp_num_alloc(seg, dev->slot, &rc);
+	if (!e) {
+		hca_heap_free(seg, off, bytes);
+		return rc;
+	}
+	idx = e->num;
 	e->owner = dev->slot;
 	e->owner_gen = dev->gen;
 	e->type = (uint8_t)qp->type;
@@ -185,7 +237,7 @@ static int qp_publish(struct hca_dev *dev, struct hca_qp *qp)
 	e->attr_set = 0;
 	memset(&e->attr, 0, sizeof(e->attr));
 	qp->idx = idx;
-	qp->qpn = qpn_make(seg, idx);
+	qp->qpn = idx;
 	qp->ent = e;
 	qp->attr = &e->attr;
 	qp->rq = off ? hca_seg_ptr(seg, off) : NULL;
@@ -214,8 +266,13 @@ static void qp_refs(struct hca_qp *qp, int d)
 
 static void qp_free_private(struct hca_qp *qp)
 {
-	if (qp->udp)
+	if (qp->udp) {
 		atomic_fetch_sub(&qp->dev->udp_qps, 1);
+		if (qp->scq)
+			atomic_fetch_sub(&qp->scq->udp_qps, 1);
+		if (qp->rcq)
+			atomic_fetch_sub(&qp->rcq->udp_qps, 1);
+	}
 	free(qp->rbuf);
 	free(qp->rdbuf);
 	pthread_mutex_destroy(&qp->resp_lock);
@@ -517,8 +574,16 @@ static void qp_path_set(struct hca_qp *qp)
 	bool was = qp->udp;
 
 	hca_udp_path_set(qp);
-	if (qp->udp != was)
-		atomic_fetch_add(&qp->dev->udp_qps, qp->udp ? 1 : -1);
+	if (qp->udp != was) {
+		int d = qp->udp ? 1 : -1;
+
+		atomic_fetch_add(&qp->dev->udp_qps, d);
+		/* which CQs' busy polls read the link (cq.c poll_link) */
+		if (qp->scq)
+			atomic_fetch_add(&qp->scq->udp_qps, d);
+		if (qp->rcq)
+			atomic_fetch_add(&qp->rcq->udp_qps, d);
+	}
 }
 
 int hca_qp_query(struct hca_qp *qp, struct ibv_qp_attr *attr, int mask,
@@ -545,8 +610,10 @@ int hca_qp_query(struct hca_qp *qp, struct ibv_qp_attr *attr, int mask,
 /* Free a directory entry (seg->lock held): its number queues for reuse. */
 void hca_qp_ent_free(struct hca_seg *seg, struct hca_qp_ent *e, uint64_t rq_bytes)
 {
-	uint32_t idx = (uint32_t)(e - seg->qps), qpn = atomic_load(&e->qpn);
+	uint32_t qpn = atomic_load(&e->qpn), slot = hca_qpn_slot(e->num);
 
+	if (!qpn)
+		return;
 	atomic_store(&e->state, IBV_QPS_ERR);
 	atomic_store_explicit(&e->qpn, 0, memory_order_release);
 	if (e->rq_off) {
@@ -563,7 +630,28 @@ void hca_qp_ent_free(struct hca_seg *seg, struct hca_qp_ent *e, uint64_t rq_byte
 			if (m->qpn[k] == qpn)
 				m->qpn[k--] = m->qpn[--m->nqp];
 	}
-	seg->qp_gen[idx]++;
+	if (slot != HCA_NONE && seg->qp_live[slot])
+		seg->qp_live[slot]--;
+	if (seg->qp_page_live[e->num >> HCA_QP_PAGE_BITS]) {
+		seg->qp_page_live[e->num >> HCA_QP_PAGE_BITS]--;
+		qp_page_maybe_free(seg, e->num >> HCA_QP_PAGE_BITS);
+	}
+}
+
+/* Every live entry of the directory, page by page (seg->lock held). */
+void hca_qp_ent_each(struct hca_seg *seg, uint32_t first_pg, uint32_t npg,
+		     void (*fn)(struct hca_seg *, struct hca_qp_ent *, void *), void *arg)
+{
+	for (uint32_t pg = first_pg; pg < first_pg + npg && pg < HCA_QP_PAGES; pg++) {
+		struct hca_qp_ent *p = hca_qp_page(seg, pg);
+
+		for (uint32_t i = 0; p && i < HCA_QP_PAGE; i++) {
+			if (atomic_load(&p[i].qpn))
+				fn(seg, &p[i], arg);
+			/* fn may have freed the page with its last entry */
+			p = hca_qp_page(seg, pg);
+		}
+	}
 }
 
 /*

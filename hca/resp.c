@@ -149,7 +149,8 @@ static enum hca_resp_status no_rwqe(struct resp_ctx *r)
 
 /* Scatter list of a receive WQE as target iovecs; a WC status on error. */
 static enum ibv_wc_status rwqe_iov(struct resp_ctx *r, const struct rwqe_buf *w,
-				   uint64_t need, struct iovec *iov, int *n)
+				   uint64_t need, struct iovec *iov, uint32_t *lkeys,
+				   int *n)
 {
 	uint64_t room = 0;
 
@@ -168,6 +169,7 @@ static enum ibv_wc_status rwqe_iov(struct resp_ctx *r, const struct rwqe_buf *w,
 		take = s->length < need - room ? s->length : need - room;
 		iov[*n].iov_base = (void *)(uintptr_t)(mr->addr + (s->addr - mr->iova));
 		iov[*n].iov_len = take;
+		lkeys[*n] = s->lkey;
 		(*n)++;
 		room += take;
 	}
@@ -175,11 +177,11 @@ static enum ibv_wc_status rwqe_iov(struct resp_ctx *r, const struct rwqe_buf *w,
 }
 
 static void push_recv_cqe(struct resp_ctx *r, uint64_t wr_id, enum ibv_wc_status st,
-			  uint32_t byte_len)
+			  uint32_t byte_len, uint16_t inl)
 {
 	struct hca_cqe c = { .wr_id = wr_id, .status = st, .qp_num = r->qpn,
 			     .src_qp = r->m->src_qpn, .slid = r->m->slid,
-			     .byte_len = byte_len };
+			     .byte_len = byte_len, .inl = inl };
 
 	c.opcode = (r->op->flags & HCA_OPF_WRITE) ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV;
 	if (r->op->flags & HCA_OPF_IMM) {
@@ -226,6 +228,22 @@ static void build_grh(struct resp_ctx *r, uint8_t *grh)
 	memcpy(grh + 24, ah->dgid.raw, 16);
 }
 
+/*
+ * Toward another process, a payload up to the receive CQ's inline
+ * threshold goes through the CQ's pool (cq_inline.c), not CMA: the
+ * owner copies it out as it polls. Returns the slot for the CQE, or 0.
+ */
+static uint16_t recv_inline(struct resp_ctx *r, const struct iovec *liov, int nl,
+			    const struct iovec *tiov, const uint32_t *lkeys, int nt,
+			    uint64_t need)
+{
+	if (r->owner == r->dev->slot && r->owner_gen == r->dev->gen)
+		return 0; /* our own memory: memcpy is as good */
+	if (need > hca_inl_max())
+		return 0;
+	return hca_inl_put(r->dev, r->rcq, liov, nl, tiov, lkeys, nt, (uint32_t)need);
+}
+
 /* SEND, SEND_WITH_IMM, and the WQE half of RDMA_WRITE_WITH_IMM. */
 static enum hca_resp_status resp_recv(struct resp_ctx *r, bool carries_data)
 {
@@ -233,14 +251,16 @@ static enum hca_resp_status resp_recv(struct resp_ctx *r, bool carries_data)
 	bool ud = m->type == IBV_QPT_UD;
 	uint64_t need = carries_data ? m->len + (ud ? GRH_LEN : 0) : 0;
 	struct iovec tiov[HCA_MAX_SGE], liov[HCA_MAX_SGE + 1];
+	uint32_t lkeys[HCA_MAX_SGE];
 	uint8_t grh[GRH_LEN];
 	struct rwqe_buf w;
 	enum ibv_wc_status st;
+	uint16_t inl = 0;
 	int nt, nl = 0, rc;
 
 	if (!take_rwqe(r, &w))
 		return no_rwqe(r);
-	st = rwqe_iov(r, &w, need, tiov, &nt);
+	st = rwqe_iov(r, &w, need, tiov, lkeys, &nt);
 	if (st == IBV_WC_SUCCESS && need) {
 		if (ud) {
 			build_grh(r, grh);
@@ -249,13 +269,15 @@ static enum hca_resp_status resp_recv(struct resp_ctx *r, bool carries_data)
 		}
 		memcpy(liov + nl, m->iov, (size_t)m->iovcnt * sizeof(*liov));
 		nl += m->iovcnt;
-		rc = hca_mem_write(r->dev, r->owner, r->owner_gen, liov, nl, tiov, nt);
+		inl = recv_inline(r, liov, nl, tiov, lkeys, nt, need);
+		rc = inl ? 0 : hca_mem_write(r->dev, r->owner, r->owner_gen, liov, nl,
+					     tiov, nt);
 		if (rc == ESRCH)
 			return HCA_RESP_DROP;
 		if (rc)
 			st = IBV_WC_LOC_PROT_ERR; /* the target range is not mapped */
 	}
-	push_recv_cqe(r, w.h.wr_id, st, (uint32_t)(carries_data ? need : m->len));
+	push_recv_cqe(r, w.h.wr_id, st, (uint32_t)(carries_data ? need : m->len), inl);
 	if (st == IBV_WC_SUCCESS)
 		return HCA_RESP_ACK;
 	if (ud)

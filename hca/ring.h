@@ -10,10 +10,26 @@
  *    acquire and finds p + 1 sees the whole body;
  *  - a consumer claims p by CAS on tail, copies the body out, then stores
  *    seq = p + capacity with release, handing the slot back to producers.
- * No lock, no system call. A process killed between claim and publish
- * leaves one slot unpublished; the ring then reads as empty (or full) at
- * that slot, which is the same loss a real HCA shows when a host dies
- * mid-DMA, and is confined to a queue whose owner is dead anyway.
+ * No lock, no system call.
+ *
+ * Who is producer and consumer of which ring:
+ *  - RQ and SRQ: the owner produces (post_recv); the process that
+ *    executes a request toward the queue — the requester's, on the
+ *    shared-memory link — consumes (resp.c take_rwqe).
+ *  - CQ: whoever completes work produces (the requester for its send
+ *    completions and for the target's receive completions); the owner
+ *    consumes (hca_cq_poll; several of its threads at once are fine).
+ * An entry's body is written only between a successful claim and the
+ * publishing store, and read only between the consumer's claim and its
+ * hand-back store, so the seq word's release/acquire pairs are the only
+ * ordering a ring needs.
+ *
+ * A process killed between claim and publish leaves one slot unpublished,
+ * and the ring then stalls at that slot (reads as empty, or full). For a
+ * ring its own owner produces into, that is the owner's loss; a requester
+ * dying in the few instructions between its claim and its publish in
+ * another process's CQ or RQ stalls that queue too (a known limit, not
+ * yet repaired: the death would have to publish a skip entry there).
  */
 #ifndef HCA_RING_H
 #define HCA_RING_H

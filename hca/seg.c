@@ -15,6 +15,10 @@
 
 #include "seg.h"
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
 uint64_t hca_now_ns(void)
 {
 	struct timespec ts;
@@ -97,8 +101,6 @@ static void seg_init(struct hca_seg *seg, size_t len)
 	seg->heap_off = hdr;
 	seg->heap_size = len - hdr;
 	seg->heap_bump = 0;
-	for (uint32_t i = 0; i < HCA_MAX_QP; i++)
-		seg->qp_gen[i] = 1;
 	atomic_store_explicit(&seg->ready, 1, memory_order_release);
 }
 
@@ -119,8 +121,38 @@ static int seg_wait_ready(struct hca_seg *seg)
 	return ETIMEDOUT;
 }
 
-static int seg_try_map(const char *name, size_t len, struct hca_seg **out)
+static size_t seg_hdr_len(void)
 {
+	return (sizeof(struct hca_seg) + 4095) & ~4095ULL;
+}
+
+static int seg_len_ok(size_t len)
+{
+	return len >= seg_hdr_len() + HCA_HEAP_MIN_SIZE &&
+	       len <= seg_hdr_len() + HCA_HEAP_MAX_SIZE;
+}
+
+/*
+ * The heap is as large as the host's RAM (2 GiB at least): every QP, CQ
+ * and SRQ the host's memory can hold fits, and an untouched page of the
+ * sparse file costs nothing. Rounded to 2 GiB, the largest block.
+ */
+static size_t seg_new_len(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+	uint64_t ram = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
+	uint64_t heap = (ram + HCA_HEAP_MIN_SIZE - 1) & ~(HCA_HEAP_MIN_SIZE - 1);
+
+	if (heap < HCA_HEAP_MIN_SIZE)
+		heap = HCA_HEAP_MIN_SIZE;
+	if (heap > HCA_HEAP_MAX_SIZE)
+		heap = HCA_HEAP_MAX_SIZE;
+	return seg_hdr_len() + heap;
+}
+
+static int seg_try_map(const char *name, size_t *lenp, struct hca_seg **out)
+{
+	size_t len = seg_new_len();
 	int fd, created = 0;
 	struct hca_seg *seg;
 	struct stat st;
@@ -138,16 +170,18 @@ static int seg_try_map(const char *name, size_t len, struct hca_seg **out)
 		fd = shm_open(name, O_RDWR, 0600);
 		if (fd < 0)
 			return errno;
-		/* the creator may not have sized it yet */
+		/* the creator may not have sized it yet; its heap size is
+		 * its host's RAM, so take the size it chose */
 		for (int i = 0; i < 2000; i++) {
-			if (fstat(fd, &st) == 0 && (size_t)st.st_size == len)
+			if (fstat(fd, &st) == 0 && seg_len_ok((size_t)st.st_size))
 				break;
 			usleep(1000);
 		}
-		if (fstat(fd, &st) || (size_t)st.st_size != len) {
+		if (fstat(fd, &st) || !seg_len_ok((size_t)st.st_size)) {
 			close(fd);
 			return ESTALE;
 		}
+		len = (size_t)st.st_size;
 	} else {
 		return errno;
 	}
@@ -162,17 +196,18 @@ static int seg_try_map(const char *name, size_t len, struct hca_seg **out)
 		return ESTALE;
 	}
 	*out = seg;
+	*lenp = len;
 	return 0;
 }
 
 int hca_seg_map(struct hca_seg **out, size_t *lenp)
 {
 	char name[96];
-	size_t len = ((sizeof(struct hca_seg) + 4095) & ~4095ULL) + HCA_HEAP_SIZE;
+	size_t len = 0;
 	int rc;
 
 	hca_seg_name(name, sizeof(name));
-	rc = seg_try_map(name, len, out);
+	rc = seg_try_map(name, &len, out);
 	if (rc == ESTALE) {
 		/*
 		 * A segment of another layout (an older build) or one whose
@@ -180,7 +215,7 @@ int hca_seg_map(struct hca_seg **out, size_t *lenp)
 		 * using the old one keep their mapping of it.
 		 */
 		shm_unlink(name);
-		rc = seg_try_map(name, len, out);
+		rc = seg_try_map(name, &len, out);
 	}
 	if (!rc)
 		*lenp = len;
@@ -212,22 +247,37 @@ static void heap_release(struct hca_seg *seg, uint64_t off, unsigned order)
 /*
  * Blocks whose quarantine has expired go back to their free list. The
  * array stays in the order blocks were freed (a stable compaction), so
- * when it is full, force_one releases the oldest.
+ * when it is full, force releases the oldest eighth: one compaction per
+ * 512 frees rather than one per free when a process destroys tens of
+ * thousands of QPs at once (65,536 RQ rings and directory pages).
  */
-static void heap_drain_quarantine(struct hca_seg *seg, int force_one)
+static void heap_drain_quarantine(struct hca_seg *seg, int force)
 {
 	uint64_t now = hca_now_ns();
-	uint32_t keep = 0;
+	uint32_t keep = 0, forced = force ? HCA_QUARANTINE_LEN / 8 : 0;
 
 	for (uint32_t i = 0; i < seg->nquar; i++) {
 		struct hca_quarantine *q = &seg->quar[i];
 
-		if (q->free_at_ns <= now || (force_one && i == 0))
+		if (q->free_at_ns <= now || i < forced)
 			heap_release(seg, q->off, q->order);
 		else
 			seg->quar[keep++] = *q;
 	}
 	seg->nquar = keep;
+}
+
+static int heap_populate(struct hca_seg *seg, uint64_t off, uint64_t len)
+{
+	uintptr_t a = (uintptr_t)hca_seg_ptr(seg, off), end = a + len;
+	uintptr_t pg = 4096;
+
+	a &= ~(pg - 1);
+	end = (end + pg - 1) & ~(pg - 1);
+	if (!madvise((void *)a, end - a, MADV_POPULATE_WRITE))
+		return 0;
+	/* EINVAL: a kernel older than 5.14; the zeroing then takes its chance */
+	return errno == EINVAL ? 0 : ENOMEM;
 }
 
 uint64_t hca_heap_alloc(struct hca_seg *seg, uint64_t size)
@@ -258,6 +308,11 @@ uint64_t hca_heap_alloc(struct hca_seg *seg, uint64_t size)
 			g += 1ULL << go;
 		}
 		off = seg->heap_off + start;
+		/* a page of the sparse file is allocated when first touched,
+		 * and a full tmpfs then kills with SIGBUS: have the pages
+		 * the zeroing below touches allocated now, or fail */
+		if (heap_populate(seg, off, size < bsize ? size : bsize))
+			return 0;
 		seg->heap_bump = start + bsize;
 	}
 	memset(hca_seg_ptr(seg, off), 0, size < bsize ? size : bsize);
@@ -314,7 +369,7 @@ int hca_proc_attach(struct hca_seg *seg, uint16_t *slot, uint32_t *gen)
 {
 	int best = -1;
 
-	for (int i = 0; i < HCA_MAX_PROCS; i++) {
+	for (int i = 0; i < HCA_PROC_SLOTS; i++) {
 		struct hca_proc *p = &seg->procs[i];
 
 		if (atomic_load(&p->state) != HCA_PROC_FREE)

@@ -35,8 +35,11 @@
 #include "hca_limits.h"
 
 #define HCA_SEG_MAGIC   0x534f46544942ULL /* "SOFTIB" */
-#define HCA_SEG_VERSION 12
-#define HCA_HEAP_SIZE   (1ULL << 31)      /* sparse: tmpfs pages on touch */
+#define HCA_SEG_VERSION 14
+/* The heap is sized at creation to the host's RAM (sparse: tmpfs pages on
+ * touch), at least HCA_HEAP_MIN_SIZE and at most HCA_HEAP_MAX_SIZE. */
+#define HCA_HEAP_MIN_SIZE (1ULL << 31)
+#define HCA_HEAP_MAX_SIZE (1ULL << 40)
 #define HCA_HEAP_MIN_ORDER 12
 #define HCA_HEAP_MAX_ORDER 31
 #define HCA_QUARANTINE_LEN 4096
@@ -84,9 +87,14 @@ struct hca_proc {
 	struct hca_link_counters link;
 };
 
-/* A QP directory entry. The responder reads it from any process. */
+/*
+ * A QP directory entry. The responder reads it from any process. Entries
+ * live in directory pages (HCA_QP_PAGE of them) in the heap; an entry's
+ * place is its number (num), so qpn is either 0 (free) or num.
+ */
 struct hca_qp_ent {
 	_Atomic uint32_t qpn;          /* 0 = free; release-published */
+	uint32_t num;                  /* the QPN of this place, set with the page */
 	uint16_t owner;                /* process slot */
 	uint32_t owner_gen;
 	uint64_t cookie;               /* owner's private struct hca_qp * */
@@ -126,6 +134,12 @@ struct hca_cq_ent {
 	uint32_t chan;                 /* channel id in owner, 0 = none */
 	_Atomic uint32_t overrun;
 	uint32_t stamp;                /* completions carry a timestamp */
+	/* inline receive pool (cq_inline.c), 0 if none: written at create */
+	uint64_t inl_off, inl_bytes;
+	/* a channel datagram for this CQ is queued and not yet read: set
+	 * 0 -> 1 by the producer that sends it, cleared by the owner as it
+	 * reads it (so a burst never overflows the channel's queue) */
+	_Atomic uint32_t ev_pending;
 };
 
 struct hca_srq_ent {
@@ -198,16 +212,21 @@ struct hca_seg {
 	struct hca_quarantine quar[HCA_QUARANTINE_LEN];
 	uint32_t nquar;
 
-	/* QP numbers: each slot owns HCA_QP_PER_PROC directory indexes and
-	 * hands them out round-robin from qp_next, so a freed one comes back
-	 * last; qp_gen[] makes the number differ even then */
-	uint8_t qp_next[HCA_MAX_PROCS];
-	uint8_t qp_gen[HCA_MAX_QP];
+	/* QP numbers: each slot owns HCA_QP_PER_PROC numbers and hands them
+	 * out round-robin from qp_next, so a freed one comes back last.
+	 * The directory: qp_pages[qpn >> 8] is the heap offset of the page
+	 * holding entries qpn & ~255 .. | 255, 0 if none; it is published
+	 * with release after the page is initialised, readers load it with
+	 * acquire. A page with no live entry is freed once the slot's
+	 * cursor has left it (through the quarantine, like a ring). */
+	_Atomic uint64_t qp_pages[HCA_QP_PAGES];
+	uint16_t qp_page_live[HCA_QP_PAGES];
+	uint16_t qp_next[HCA_MAX_PROCS];
+	uint32_t qp_live[HCA_MAX_PROCS];
 	uint16_t mr_gen[HCA_MAX_MR];
 	uint32_t mr_hint;
 
 	struct hca_proc procs[HCA_MAX_PROCS];
-	struct hca_qp_ent qps[HCA_MAX_QP];
 	struct hca_cq_ent cqs[HCA_MAX_CQ];
 	struct hca_srq_ent srqs[HCA_MAX_SRQ];
 	struct hca_mr_ent mrs[HCA_MAX_MR];
@@ -236,6 +255,33 @@ void hca_heap_free(struct hca_seg *seg, uint64_t off, uint64_t size);
 static inline void *hca_seg_ptr(struct hca_seg *seg, uint64_t off)
 {
 	return off ? (char *)seg + off : NULL;
+}
+
+/* The slot that owns a QP number (HCA_NONE: no process's). */
+static inline uint32_t hca_qpn_slot(uint32_t qpn)
+{
+	uint32_t hi = (qpn >> HCA_QPN_K_BITS) & 0xff;
+
+	return hi && hi <= HCA_PROC_SLOTS ? hi - 1 : HCA_NONE;
+}
+
+/* The directory page of entry n's page index (NULL: none), lock-free. */
+static inline struct hca_qp_ent *hca_qp_page(struct hca_seg *seg, uint32_t page)
+{
+	uint64_t off = atomic_load_explicit(&seg->qp_pages[page], memory_order_acquire);
+
+	return (struct hca_qp_ent *)hca_seg_ptr(seg, off);
+}
+
+/* The entry at number qpn whether live or not (NULL: no page). */
+static inline struct hca_qp_ent *hca_qp_ent_at(struct hca_seg *seg, uint32_t qpn)
+{
+	struct hca_qp_ent *p;
+
+	if (qpn >= HCA_MAX_QP)
+		return NULL;
+	p = hca_qp_page(seg, qpn >> HCA_QP_PAGE_BITS);
+	return p ? p + (qpn & (HCA_QP_PAGE - 1)) : NULL;
 }
 
 /* Process slots (seg->lock held). */

@@ -57,20 +57,40 @@ void hca_udp_ack_owe(struct hca_qp *qp, uint32_t daddr, uint32_t psn, bool asked
 	qp->ack_listed = true;
 }
 
+/*
+ * Take the QP's owed ACK, if it owes one (asked_only: one the requester
+ * asked for; one not asked for waits to be coalesced): its header into h,
+ * its destination into *daddr. The caller sends it (with a packet of its
+ * own: udp_req.c, one system call for both).
+ */
+bool hca_udp_ack_take(struct hca_qp *qp, bool asked_only, struct hca_wire_hdr *h,
+		      uint32_t *daddr)
+{
+	uint64_t v;
+
+	if (asked_only && !(atomic_load(&qp->ack_owed) & HCA_ACK_ASKED))
+		return false;
+	v = atomic_exchange(&qp->ack_owed, 0);
+	if (!v)
+		return false;
+	*h = (struct hca_wire_hdr){ .opcode = hca_wire_transport(qp->type) |
+					      HCA_WOP_ACKNOWLEDGE,
+				    .syndrome = hca_aeth_make(HCA_AETH_ACK,
+							      HCA_AETH_CREDIT_INVALID),
+				    .psn = (uint32_t)v & 0xffffff,
+				    .msn = (uint32_t)(v >> 24) & 0xffffff };
+	*daddr = qp->ack_daddr;
+	return true;
+}
+
 /* Send the QP's owed ACK, if it still owes one. */
 void hca_udp_ack_flush(struct hca_qp *qp)
 {
-	uint64_t v = atomic_exchange(&qp->ack_owed, 0);
-	struct hca_wire_hdr h = { .opcode = hca_wire_transport(qp->type) |
-					    HCA_WOP_ACKNOWLEDGE,
-				  .syndrome = hca_aeth_make(HCA_AETH_ACK,
-							    HCA_AETH_CREDIT_INVALID) };
+	struct hca_wire_hdr h;
+	uint32_t daddr;
 
-	if (!v)
-		return;
-	h.psn = (uint32_t)v & 0xffffff;
-	h.msn = (uint32_t)(v >> 24) & 0xffffff;
-	hca_udp_send_answer(qp, qp->ack_daddr, &h, NULL, 0);
+	if (hca_udp_ack_take(qp, false, &h, &daddr))
+		hca_udp_send_answer(qp, daddr, &h, NULL, 0);
 }
 
 /* ... only if the requester asked for it. */

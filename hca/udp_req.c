@@ -182,6 +182,40 @@ static void assign_psns(struct hca_qp *qp, struct hca_swqe *w)
 }
 
 /*
+ * A lone packet (most small messages) goes straight from pkt, not through
+ * the GSO buffer; and the ACK this QP's responder owes its peer, asked
+ * for or not, goes in the same system call (sendmmsg), behind it: the
+ * peer's poll finds the request first, and the ACK costs no call of its
+ * own — whereas owed until a sweep, or until the application sleeps, it
+ * would cost one, on the time between our answer and our next wait.
+ */
+static void send_one(struct hca_qp *qp, uint8_t *pkt, size_t hl, size_t plen)
+{
+	struct hca_wire_hdr ah;
+	uint32_t adaddr;
+	uint8_t ack[128];
+	size_t ahl;
+
+	if (!atomic_load_explicit(&qp->ack_owed, memory_order_relaxed) ||
+	    !hca_udp_ack_take(qp, false, &ah, &adaddr)) {
+		hca_link_send(qp->dev, qp->udp_daddr, pkt, hl, plen);
+		return;
+	}
+	ah.pkey = HCA_DEFAULT_PKEY;
+	ah.dqpn = qp->attr->dest_qp_num;
+	ahl = hca_wire_put_hdrs(ack, sizeof(ack), &ah, 0);
+	if (ahl)
+		HCA_COUNT(qp->ent, tx_pkts);
+	if (ahl && adaddr == qp->udp_daddr) {
+		hca_link_send_pair(qp->dev, qp->udp_daddr, pkt, hl, plen, ack, ahl);
+		return;
+	}
+	hca_link_send(qp->dev, qp->udp_daddr, pkt, hl, plen);
+	if (ahl)
+		hca_link_send(qp->dev, adaddr, ack, ahl, 0);
+}
+
+/*
  * Send up to `budget` more packets of WQE w, from w->sent on (again, when
  * rewound). capture_only: the shared-memory link moved the message
  * already; record all its packets in the pcap file and send nothing.
@@ -259,7 +293,10 @@ static enum ibv_wc_status packetize(struct hca_qp *qp, struct hca_swqe *w,
 				qp->rtt_sent_ns = hca_now_ns();
 			}
 		}
-		hca_link_batch_add(qp->dev, &batch, qp->udp_daddr, pkt, hl, plen);
+		if (end - start == 1)
+			send_one(qp, pkt, hl, plen);
+		else
+			hca_link_batch_add(qp->dev, &batch, qp->udp_daddr, pkt, hl, plen);
 	}
 	hca_link_batch_flush(qp->dev, &batch);
 	if (!capture_only) {

@@ -265,8 +265,13 @@ static void atomic_ack(struct hca_qp *qp, uint32_t saddr, uint32_t psn, uint64_t
 
 /* ---- the reliable responder ---- */
 
-/* The last packet of a message: execute it, answer. */
-static void execute_last(struct hca_qp *qp, const struct hca_wire_hdr *h, uint32_t saddr)
+/*
+ * The last packet of a message: execute it, answer. only: the payload of
+ * an ONLY packet, executed straight from the receive buffer (NULL: the
+ * message gathered in qp->rbuf).
+ */
+static void execute_last(struct hca_qp *qp, const struct hca_wire_hdr *h, uint32_t saddr,
+			 const uint8_t *only, size_t only_len)
 {
 	struct hca_msg m;
 	struct iovec iov;
@@ -274,6 +279,12 @@ static void execute_last(struct hca_qp *qp, const struct hca_wire_hdr *h, uint32
 	uint8_t wop = h->opcode & 0x1f;
 
 	build_msg(qp, &qp->msg_hdr, h, saddr, &m, &iov);
+	if (only) {
+		iov.iov_base = (void *)only;
+		iov.iov_len = only_len;
+		m.iovcnt = only_len ? 1 : 0;
+		m.len = (uint32_t)only_len;
+	}
 	st = hca_resp_execute(qp->dev, &m);
 	qp->in_msg = false;
 	qp->rlen = 0;
@@ -383,12 +394,18 @@ static void reliable_rx(struct hca_qp *qp, const struct hca_wire_hdr *h,
 		return;
 	}
 	qp->epsn = hca_psn_add(qp->epsn, 1);
+	if (is_first(oi->pos) && is_last(oi->pos)) {
+		/* an ONLY packet: no copy into rbuf, the receive buffer is
+		 * the message (most small messages: the latency path) */
+		execute_last(qp, h, saddr, pl, plen);
+		return;
+	}
 	if (gather_msg(qp, pl, plen)) {
 		nak_for(qp, saddr, h->psn, HCA_RESP_NAK_OP);
 		return;
 	}
 	if (is_last(oi->pos))
-		execute_last(qp, h, saddr);
+		execute_last(qp, h, saddr, NULL, 0);
 	else if (h->ackreq) /* a coalesced ACK inside a long message */
 		send_ack(qp, saddr, h->psn, HCA_AETH_ACK, HCA_AETH_CREDIT_INVALID);
 }

@@ -50,17 +50,27 @@ bool hca_xrc_unreg_last(struct hca_seg *seg, struct hca_qp_ent *e, uint16_t slot
 	return true;
 }
 
+static void xrcd_free_qp(struct hca_seg *seg, struct hca_qp_ent *e, void *arg)
+{
+	if (e->type == IBV_QPT_XRC_RECV && e->xrcd == *(uint32_t *)arg)
+		hca_qp_ent_free(seg, e, 0);
+}
+
+static void xrc_reclaim_qp(struct hca_seg *seg, struct hca_qp_ent *e, void *arg)
+{
+	uint16_t slot = *(uint16_t *)arg;
+
+	if (e->type == IBV_QPT_XRC_RECV &&
+	    (atomic_load(&e->regs[slot / 64]) & (1ULL << (slot % 64))))
+		hca_xrc_unreg_last(seg, e, slot);
+}
+
 static void xrcd_free(struct hca_seg *seg, uint32_t idx)
 {
 	struct hca_xrcd_ent *x = &seg->xrcds[idx];
 
 	/* target QPs still in the domain go with it */
-	for (uint32_t i = 0; i < HCA_MAX_QP; i++) {
-		struct hca_qp_ent *e = &seg->qps[i];
-
-		if (atomic_load(&e->qpn) && e->type == IBV_QPT_XRC_RECV && e->xrcd == idx)
-			hca_qp_ent_free(seg, e, 0);
-	}
+	hca_qp_ent_each(seg, 0, HCA_QP_PAGES, xrcd_free_qp, &idx);
 	atomic_store_explicit(&x->handle, 0, memory_order_release);
 }
 
@@ -75,13 +85,7 @@ static bool xrcd_unused(struct hca_xrcd_ent *x)
 /* A dead process's registrations and domain opens (seg->lock held). */
 void hca_xrc_reclaim(struct hca_seg *seg, uint16_t slot)
 {
-	for (uint32_t i = 0; i < HCA_MAX_QP; i++) {
-		struct hca_qp_ent *e = &seg->qps[i];
-
-		if (atomic_load(&e->qpn) && e->type == IBV_QPT_XRC_RECV &&
-		    (atomic_load(&e->regs[slot / 64]) & (1ULL << (slot % 64))))
-			hca_xrc_unreg_last(seg, e, slot);
-	}
+	hca_qp_ent_each(seg, 0, HCA_QP_PAGES, xrc_reclaim_qp, &slot);
 	for (uint32_t i = 0; i < HCA_MAX_XRCD; i++) {
 		struct hca_xrcd_ent *x = &seg->xrcds[i];
 

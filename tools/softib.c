@@ -339,17 +339,35 @@ static const char *proc_liveness(const struct hca_proc *p)
 	return "live";
 }
 
+/* A QP directory page (NULL: none, or not inside the mapping). */
+static const struct hca_qp_ent *view_qp_page(const struct view *v, uint32_t pg)
+{
+	uint64_t off = atomic_load_explicit(&v->seg->qp_pages[pg], memory_order_acquire);
+
+	if (!off || off + (uint64_t)HCA_QP_PAGE * sizeof(struct hca_qp_ent) > v->len)
+		return NULL;
+	return (const struct hca_qp_ent *)((const char *)v->seg + off);
+}
+
+/* Each entry of the QP directory that has a page: e runs over them. */
+#define FOR_EACH_QP_ENT(v, e)                                                   \
+	for (uint32_t pg_ = 0; pg_ < HCA_QP_PAGES; pg_++)                       \
+		for (const struct hca_qp_ent *p_ = view_qp_page((v), pg_), *e = p_; \
+		     p_ && e < p_ + HCA_QP_PAGE; e++)
+
 struct counts {
 	uint32_t qps[HCA_MAX_PROCS], cqs[HCA_MAX_PROCS];
 	uint32_t srqs[HCA_MAX_PROCS], mrs[HCA_MAX_PROCS];
 };
 
-static void count_owned(const struct hca_seg *seg, struct counts *c)
+static void count_owned(const struct view *v, struct counts *c)
 {
+	const struct hca_seg *seg = v->seg;
+
 	memset(c, 0, sizeof(*c));
-	for (uint32_t i = 0; i < HCA_MAX_QP; i++)
-		if (atomic_load(&seg->qps[i].qpn) && seg->qps[i].owner < HCA_MAX_PROCS)
-			c->qps[seg->qps[i].owner]++;
+	FOR_EACH_QP_ENT(v, e)
+		if (atomic_load(&e->qpn) && e->owner < HCA_MAX_PROCS)
+			c->qps[e->owner]++;
 	for (uint32_t i = 0; i < HCA_MAX_CQ; i++)
 		if (atomic_load(&seg->cqs[i].handle) && seg->cqs[i].owner < HCA_MAX_PROCS)
 			c->cqs[seg->cqs[i].owner]++;
@@ -403,7 +421,7 @@ static void show_procs(const struct view *v)
 		fprintf(stderr, "softib: out of memory\n");
 		return;
 	}
-	count_owned(v->seg, c);
+	count_owned(v, c);
 	for (int i = 0; i < HCA_MAX_PROCS; i++) {
 		const struct hca_proc *p = &v->seg->procs[i];
 
@@ -488,8 +506,7 @@ static void show_qps(const struct view *v)
 {
 	struct table t = { qp_cols, 11, NULL, 0, 0 };
 
-	for (uint32_t i = 0; i < HCA_MAX_QP; i++) {
-		const struct hca_qp_ent *e = &v->seg->qps[i];
+	FOR_EACH_QP_ENT(v, e) {
 		uint32_t qpn = atomic_load_explicit(&e->qpn, memory_order_acquire);
 
 		if (qpn)
@@ -641,12 +658,9 @@ static void xrcd_row(struct table *t, const struct view *v, uint32_t idx,
 
 	for (int s = 0; s < HCA_MAX_PROCS; s++)
 		procs += x->opens[s] != 0;
-	for (uint32_t i = 0; i < HCA_MAX_QP; i++) {
-		const struct hca_qp_ent *e = &v->seg->qps[i];
-
+	FOR_EACH_QP_ENT(v, e)
 		tgts += atomic_load(&e->qpn) && e->type == IBV_QPT_XRC_RECV &&
 			e->xrcd == idx;
-	}
 	cell(t, r, 0, "%u", idx);
 	if (x->fdev || x->fino)
 		cell(t, r, 1, "dev %llu ino %llu", (unsigned long long)x->fdev,
@@ -823,8 +837,7 @@ static void show_counters(const struct view *v)
 	struct table t = { cnt_cols, 13, NULL, 0, 0 };
 	struct table l = { link_cols, 11, NULL, 0, 0 };
 
-	for (uint32_t i = 0; i < HCA_MAX_QP; i++) {
-		const struct hca_qp_ent *e = &v->seg->qps[i];
+	FOR_EACH_QP_ENT(v, e) {
 		uint32_t qpn = atomic_load_explicit(&e->qpn, memory_order_acquire);
 
 		if (qpn)

@@ -141,6 +141,8 @@ int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr,
 		errno = rc;
 		return IBV_REREG_MR_ERR_INPUT;
 	}
+	/* a re-registration gives new keys (hca_mr_rereg) */
+	ibmr->lkey = ibmr->rkey = ibmr->handle = hca_mr_key(mr->h);
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
 		ibmr->addr = addr;
 		ibmr->length = length;

@@ -734,18 +734,69 @@ static void act_modify(const uint8_t *a)
 }
 
 /*
+ * An inline receive slot as another process might have filled it
+ * (hca/cq_inline.c): the record's bytes become the slot's header and
+ * payload (niov, len, target ranges and lkeys, data), a completion naming
+ * slot `sel` (possibly none, or out of range) goes into the CQ, and the
+ * poll copies the payload out — only into our regions with local write
+ * access, never past a range (the sanitizers and check_untouched watch).
+ * With `steer`, the first range is made to point into the local region
+ * with its key, so that inputs reach the copy.
+ */
+static void inline_slot(uint8_t sel, bool steer, const uint8_t *d, size_t len)
+{
+	struct hca_inl_pool *p = hca_seg_ptr(F.dev->seg, F.cq->ent->inl_off);
+	struct hca_cqe c = { .wr_id = 0x1711, .opcode = IBV_WC_RECV, .inl = sel };
+	struct hca_inl_slot *s;
+	uint32_t k;
+
+	if (!p || !p->nslots)
+		return;
+	k = sel ? (sel - 1u) % p->nslots : 0;
+	s = hca_inl_slot(p, k);
+	if (len > p->stride - sizeof(s->state))
+		len = p->stride - sizeof(s->state);
+	memcpy((uint8_t *)s + sizeof(s->state), d, len);
+	if (steer) {
+		s->iov[0].addr = (uintptr_t)F.reg[R_LOCAL] + (s->iov[0].addr & 0x3fff);
+		s->iov[0].len &= 0x3fff;
+		s->iov[0].lkey = F.keys[R_LOCAL];
+	}
+	atomic_store_explicit(&s->state, 2 /* READY */, memory_order_release);
+	hca_cq_push(F.dev, F.cq->idx, &c, false);
+	drain();
+	/* a slot no completion named stays READY: give it back */
+	atomic_store_explicit(&s->state, 0 /* FREE */, memory_order_release);
+}
+
+/*
  * The input, record after record:
  *   packet: ctl (bit 7 clear: P_* flags), sel, len (16 bits, little
  *           endian; clipped to what is left), then len bytes: one datagram
  *           as it would arrive (BTH .. ICRC)
- *   action: ctl (bit 7 set; bits 0-1: post send, post receive, modify QP,
- *           run), then 6 argument bytes (zeros past the end of the input)
+ *   action: ctl (bits 7-6 = 10; bits 0-1: post send, post receive,
+ *           modify QP, run), then 6 argument bytes (zeros past the end of
+ *           the input)
+ *   inline slot: ctl (bits 7-6 = 11; bit 0: steer), sel (the slot the
+ *           completion names, 0: none), len (16 bits, little endian;
+ *           clipped), then len bytes: the slot past its state word
  * The device is drained after every record.
  */
 static size_t next_record(const uint8_t *d, size_t n)
 {
 	uint8_t ctl = d[0];
 
+	if ((ctl & 0xc0) == 0xc0) {
+		size_t len;
+
+		if (n < 4)
+			return n;
+		len = d[2] | (size_t)d[3] << 8;
+		if (len > n - 4)
+			len = n - 4;
+		inline_slot(d[1], ctl & 1, d + 4, len);
+		return 4 + len;
+	}
 	if (ctl & 0x80) {
 		uint8_t a[6] = { 0 };
 		size_t take = n - 1 < sizeof(a) ? n - 1 : sizeof(a);
@@ -977,6 +1028,33 @@ static int write_seeds(const char *dir)
 	seed_action(&s, 0, SEND_XRC, OP_SEND, 100, 0, 0x08);
 	seed_action(&s, 0, SEND_SRQ_A, OP_SEND, 100, 0, 0x08);
 	SEED("loopback_traffic");
+
+	/* inline receive slots: one well formed (steered into the local
+	 * region, 64 bytes), one naming no slot, one out of range */
+	{
+		struct hca_inl_slot sl = { .niov = 1, .len = 64 };
+		uint8_t rec[4 + sizeof(sl) - 4 + 64];
+		size_t body = sizeof(sl) - sizeof(sl.state);
+
+		sl.iov[0].addr = 128;
+		sl.iov[0].len = 64;
+		rec[0] = 0xc1;
+		rec[1] = 1;
+		rec[2] = (uint8_t)(body + 64);
+		rec[3] = (uint8_t)((body + 64) >> 8);
+		memcpy(rec + 4, (uint8_t *)&sl + sizeof(sl.state), body);
+		for (int i = 0; i < 64; i++)
+			rec[4 + body + i] = (uint8_t)(i * 7);
+		memcpy(s.d + s.n, rec, sizeof(rec));
+		s.n += sizeof(rec);
+		rec[1] = 0;
+		memcpy(s.d + s.n, rec, sizeof(rec));
+		s.n += sizeof(rec);
+		rec[1] = 200;
+		memcpy(s.d + s.n, rec, sizeof(rec));
+		s.n += sizeof(rec);
+		SEED("inline_slot");
+	}
 #undef SEED
 #undef H
 	return bad;

@@ -57,6 +57,23 @@ for mode in cma nocma; do
 		"${envs[@]}" -- -p 8 -q 1 -t rc -n $((n / 5)) -s 2
 done
 
+# The inline receive path (hca/cq_inline.c): payloads up to the threshold
+# travel through the receive CQ's pool in the segment and are copied out
+# as the server polls. The default threshold (16 KiB) already falls inside
+# the size mix above; here it moves across it — 100 B (most messages by
+# CMA or bounce, the small ones inline), 64 KiB (every message up to
+# 64 KiB inline, UD's GRH included), and 0 (inline off: CMA or bounce
+# only) — with and without CMA, every byte checked as above.
+for mode in cma nocma; do
+	nocma=0
+	[ $mode = nocma ] && nocma=1
+	for t in 100 65536 0; do
+		integrity "rc+uc+ud, inline threshold $t B, $((n / 5)) messages ($mode)" \
+			SOFTIB_NO_CMA=$nocma SOFTIB_INLINE_MAX=$t -- \
+			-p 3 -q 2 -t all -n $((n / 5)) -s $((11 + t % 7))
+	done
+done
+
 # The UDP link between the processes of this host (SOFTIB_LINK=udp): the
 # same checks over RoCEv2 packets, PSNs and ACKs. RC only: UC and UD may
 # lose datagrams on a real UDP path (a full socket buffer), by design.
@@ -84,7 +101,7 @@ if command -v tshark >/dev/null; then
 	integrity "rc over UDP with faults, captured, 2 procs x 1 QP, 300 messages" \
 		SOFTIB_LINK=udp SOFTIB_FAULT=$fault,seed=9 SOFTIB_PCAP="$pcap" -- \
 		-p 2 -q 1 -t rc -n 300 -s 6 -T 16
-	decoded=$(tshark -r "$pcap" -V --disable-heuristic rpcrdma_infiniband 2>/dev/null)
+	decoded=$(sib_tshark -r "$pcap" -V --disable-heuristic rpcrdma_infiniband 2>/dev/null)
 	pkts=$(grep -c "^InfiniBand$" <<<"$decoded")
 	bad=$(grep -c "Malformed" <<<"$decoded")
 	kinds=0

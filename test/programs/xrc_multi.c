@@ -394,14 +394,19 @@ static int post_one(struct worker *w, int dst)
 
 	msg_fill(p, w->me, dst, q);
 	wr.qp_type.xrc.remote_srqn = atomic_load(&D->w[dst].srqn);
+	/* counted before the post: the message may be received before
+	 * ibv_post_send returns (it executes inside it), and a sender killed
+	 * right then must not have posted less than was received */
+	atomic_fetch_add(&D->w[dst].posted[w->me], 1);
 	rc = ibv_post_send(w->sqp, &wr, &bad);
-	if (rc)
+	if (rc) {
+		atomic_fetch_sub(&D->w[dst].posted[w->me], 1);
 		return rc;
+	}
 	w->ring[w->head % WINDOW] = (struct req){ dst, q };
 	w->head++;
 	w->next_seq[dst]++;
 	w->inflight_to[dst]++;
-	atomic_fetch_add(&D->w[dst].posted[w->me], 1);
 	if (!w->reached[dst]) {
 		w->reached[dst] = true;
 		atomic_fetch_add(&D->w[w->me].reached, 1);

@@ -346,7 +346,7 @@ static void test_dev_attr_values(void)
 	CU_ASSERT_EQUAL(d->vendor_id, HCA_VENDOR_ID);
 	CU_ASSERT_EQUAL(d->vendor_part_id, HCA_VENDOR_PART_ID);
 	CU_ASSERT_EQUAL(d->hw_ver, HCA_HW_VER);
-	CU_ASSERT_EQUAL(d->max_qp, HCA_QP_PER_PROC - 2);
+	CU_ASSERT_EQUAL(d->max_qp, HCA_QP_PER_PROC);
 	CU_ASSERT_EQUAL(d->max_qp_wr, HCA_MAX_QP_WR);
 	CU_ASSERT_EQUAL(d->max_sge, HCA_MAX_SGE);
 	CU_ASSERT(d->max_sge_rd >= 1 && d->max_sge_rd <= HCA_MAX_SGE);

@@ -1,0 +1,293 @@
+/*
+ * Inline receive: small payloads of two-sided operations travel through
+ * the shared segment instead of a cross-memory-attach call.
+ *
+ * Each CQ may own a pool of slots in the segment (allocated with it). A
+ * requester that executes a SEND toward a QP of another process, with a
+ * payload up to the pool's max_len, takes the receive WQE and checks its
+ * scatter list as always, then writes the payload and the target ranges
+ * into a free slot of the receive CQ's pool and names the slot in the
+ * receive completion (hca_cqe.inl). It makes no system call. The CQ's
+ * owner copies the payload into its receive buffer before ibv_poll_cq
+ * returns that completion, so a completion is never seen before its
+ * bytes are in place; the owner's progress thread also copies whatever
+ * waits at each of its wakes (hca_inl_sweep), so a process that does not
+ * poll still gets its data. One-sided operations never come here: they
+ * complete while the target sleeps, through mem.c.
+ *
+ * A slot's state word is the only synchronisation:
+ *
+ *   FREE --(requester: CAS, acquire)--> FILLING
+ *        --(requester: store, release)--> READY    then the CQE is pushed
+ *   READY --(poller or progress thread: CAS, acquire)--> COPYING
+ *   COPYING --(progress thread: store, release)--> DONE (or REFUSED)
+ *   COPYING, DONE or REFUSED --(poller: store, release)--> FREE
+ *
+ * - The requester's acquire CAS pairs with the poller's release store of
+ *   FREE: the previous payload was read out before it is overwritten.
+ * - Its release store of READY (and, after it, the CQ ring's release
+ *   publish) pairs with the acquire CAS of whoever copies: header and
+ *   payload are visible to the copier.
+ * - The progress thread's release store of DONE pairs with the poller's
+ *   acquire load: the bytes are in the receive buffer before the poller
+ *   returns the completion.
+ * Only the poller of the completion frees the slot, so a slot is never
+ * reused while a completion names it. A requester that finds no free
+ * slot (a consumer that does not poll) falls back to CMA.
+ *
+ * The slot's contents come from another process and are checked before
+ * use: ranges within the slot, each target range still inside a memory
+ * region of ours with local write access (a region deregistered since
+ * the send completes the receive with IBV_WC_LOC_PROT_ERR, nothing
+ * written).
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hca_int.h"
+
+enum { INL_FREE = 0, INL_FILLING, INL_READY, INL_COPYING, INL_DONE, INL_REFUSED };
+
+#define INL_POOL_HDR 128
+
+static int inl_max_env = -1;
+
+/* The threshold: SOFTIB_INLINE_MAX if set (0 disables), else measured. */
+uint32_t hca_inl_max(void)
+{
+	int v = __atomic_load_n(&inl_max_env, __ATOMIC_RELAXED);
+
+	if (v < 0) {
+		const char *s = getenv("SOFTIB_INLINE_MAX");
+		long l = s ? strtol(s, NULL, 0) : HCA_INL_DEFAULT;
+
+		if (l < 0)
+			l = 0;
+		if (l > HCA_INL_LIMIT)
+			l = HCA_INL_LIMIT;
+		v = (int)l;
+		__atomic_store_n(&inl_max_env, v, __ATOMIC_RELAXED);
+	}
+	return (uint32_t)v;
+}
+
+static uint32_t inl_stride(uint32_t max_len)
+{
+	return (uint32_t)((sizeof(struct hca_inl_slot) + max_len + 63) & ~63ul);
+}
+
+uint64_t hca_inl_pool_bytes(uint32_t cq_cap, uint32_t *nslots, uint32_t *max_len)
+{
+	uint32_t n = cq_cap < HCA_INL_SLOTS ? cq_cap : HCA_INL_SLOTS;
+
+	*max_len = hca_inl_max();
+	*nslots = *max_len ? n : 0;
+	if (!*nslots)
+		return 0;
+	return INL_POOL_HDR + (uint64_t)n * inl_stride(*max_len);
+}
+
+void hca_inl_pool_init(struct hca_inl_pool *p, uint32_t nslots, uint32_t max_len)
+{
+	p->nslots = nslots;
+	p->max_len = max_len;
+	p->stride = inl_stride(max_len);
+	atomic_store_explicit(&p->hint, 0, memory_order_relaxed);
+	for (uint32_t i = 0; i < nslots; i++)
+		atomic_store_explicit(&hca_inl_slot(p, i)->state, INL_FREE,
+				      memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+}
+
+static struct hca_inl_pool *pool_of(struct hca_dev *dev, uint32_t cq_idx)
+{
+	struct hca_cq_ent *e = hca_cq_ent(dev, cq_idx);
+
+	if (!e || !atomic_load_explicit(&e->handle, memory_order_acquire))
+		return NULL;
+	return hca_seg_ptr(dev->seg, e->inl_off);
+}
+
+/*
+ * Requester: the payload (src) and where it goes in the CQ owner's
+ * memory (dst, with the lkey of each range) into a free slot. Returns
+ * the slot number + 1 for the CQE, or 0 (no pool, too long, none free).
+ */
+uint16_t hca_inl_put(struct hca_dev *dev, uint32_t cq_idx,
+		     const struct iovec *src, int nsrc,
+		     const struct iovec *dst, const uint32_t *lkeys, int ndst,
+		     uint32_t len)
+{
+	struct hca_inl_pool *p = pool_of(dev, cq_idx);
+	struct hca_inl_slot *s = NULL;
+	struct iovec to;
+	uint32_t i, h;
+
+	if (!p || len > p->max_len || ndst > HCA_MAX_SGE)
+		return 0;
+	h = atomic_load_explicit(&p->hint, memory_order_relaxed);
+	for (i = 0; i < p->nslots; i++) {
+		uint32_t k = (h + i) % p->nslots, want = INL_FREE;
+
+		s = hca_inl_slot(p, k);
+		if (atomic_load_explicit(&s->state, memory_order_relaxed) == INL_FREE &&
+		    atomic_compare_exchange_strong_explicit(&s->state, &want, INL_FILLING,
+							    memory_order_acquire,
+							    memory_order_relaxed)) {
+			atomic_store_explicit(&p->hint, (k + 1) % p->nslots,
+					      memory_order_relaxed);
+			break;
+		}
+	}
+	if (i == p->nslots)
+		return 0;
+	s->niov = (uint32_t)ndst;
+	s->len = len;
+	for (int j = 0; j < ndst; j++) {
+		s->iov[j].addr = (uint64_t)(uintptr_t)dst[j].iov_base;
+		s->iov[j].len = (uint32_t)dst[j].iov_len;
+		s->iov[j].lkey = lkeys[j];
+	}
+	to.iov_base = s + 1;
+	to.iov_len = len;
+	hca_iov_copy(&to, 1, src, nsrc);
+	atomic_store_explicit(&s->state, INL_READY, memory_order_release);
+	return (uint16_t)((h + i) % p->nslots + 1);
+}
+
+/*
+ * The slot's target ranges as iovecs in our memory, each checked against
+ * our memory regions; false if the slot is malformed or a range is no
+ * longer registered for local write.
+ */
+static bool slot_targets(struct hca_dev *dev, const struct hca_inl_pool *p,
+			 const struct hca_inl_slot *s, struct iovec *iov)
+{
+	uint64_t total = 0;
+
+	if (s->niov > HCA_MAX_SGE || s->len > p->max_len)
+		return false;
+	for (uint32_t j = 0; j < s->niov; j++) {
+		const struct hca_inl_iov *v = &s->iov[j];
+		struct hca_mr_ent *mr = hca_mr_lookup(dev->seg, v->lkey);
+
+		if (!mr || mr->owner != dev->slot || mr->owner_gen != dev->gen ||
+		    !(mr->access & IBV_ACCESS_LOCAL_WRITE) || v->addr < mr->addr ||
+		    v->len > mr->length || v->addr - mr->addr > mr->length - v->len)
+			return false;
+		iov[j].iov_base = (void *)(uintptr_t)v->addr;
+		iov[j].iov_len = v->len;
+		total += v->len;
+	}
+	return total == s->len;
+}
+
+/* Copy a slot's payload out (COPYING held); false if it was refused. */
+static bool slot_copy(struct hca_dev *dev, const struct hca_inl_pool *p,
+		      const struct hca_inl_slot *s)
+{
+	struct iovec to[HCA_MAX_SGE], from;
+
+	if (!slot_targets(dev, p, s, to))
+		return false;
+	from.iov_base = (void *)(s + 1);
+	from.iov_len = s->len;
+	hca_iov_copy(to, (int)s->niov, &from, 1);
+	return true;
+}
+
+/*
+ * Poller (the CQ's owner): the payload of completion c into its receive
+ * buffer, then the slot back to the pool. Called before c is returned.
+ */
+void hca_inl_take(struct hca_dev *dev, struct hca_cq *cq, struct hca_cqe *c)
+{
+	struct hca_inl_pool *p = hca_seg_ptr(dev->seg, cq->ent->inl_off);
+	struct hca_inl_slot *s;
+	uint32_t st = INL_READY;
+
+	if (!p || c->inl > p->nslots) {
+		c->status = IBV_WC_LOC_PROT_ERR; /* a slot that cannot be ours */
+		return;
+	}
+	s = hca_inl_slot(p, c->inl - 1u);
+	if (atomic_compare_exchange_strong_explicit(&s->state, &st, INL_COPYING,
+						    memory_order_acquire,
+						    memory_order_acquire)) {
+		if (!slot_copy(dev, p, s))
+			c->status = IBV_WC_LOC_PROT_ERR;
+	} else if (st == INL_COPYING || st == INL_DONE || st == INL_REFUSED) {
+		/* the progress thread copies it: its copy is short */
+		while ((st = atomic_load_explicit(&s->state, memory_order_acquire)) ==
+		       INL_COPYING)
+			sched_yield();
+		if (st == INL_REFUSED)
+			c->status = IBV_WC_LOC_PROT_ERR;
+	} else {
+		c->status = IBV_WC_LOC_PROT_ERR; /* FREE or FILLING: not ours */
+		return;
+	}
+	atomic_store_explicit(&s->state, INL_FREE, memory_order_release);
+}
+
+/*
+ * A completion naming slot `inl` could not be pushed (its CQ overran):
+ * nobody will poll it, so the slot is given back here.
+ */
+void hca_inl_drop(struct hca_dev *dev, uint32_t cq_idx, uint16_t inl)
+{
+	struct hca_inl_pool *p = pool_of(dev, cq_idx);
+	struct hca_inl_slot *s;
+	uint32_t st = INL_READY;
+
+	if (!p || !inl || inl > p->nslots)
+		return;
+	s = hca_inl_slot(p, inl - 1u);
+	if (!atomic_compare_exchange_strong_explicit(&s->state, &st, INL_FREE,
+						     memory_order_acquire,
+						     memory_order_acquire)) {
+		while (atomic_load_explicit(&s->state, memory_order_acquire) == INL_COPYING)
+			sched_yield();
+		atomic_store_explicit(&s->state, INL_FREE, memory_order_release);
+	}
+}
+
+/*
+ * Progress thread: copy every payload that waits in the pools of our
+ * CQs, so that data lands even in a process that does not poll. Under
+ * the segment lock, which CQ creation and destruction take: no pool is
+ * freed under us.
+ */
+void hca_inl_sweep(struct hca_dev *dev)
+{
+	struct hca_seg *seg = dev->seg;
+
+	if (!atomic_load_explicit(&dev->inl_cqs, memory_order_relaxed))
+		return;
+	hca_seg_lock(seg);
+	for (uint32_t i = 1; i < HCA_MAX_CQ; i++) {
+		struct hca_cq *cq = dev->cq_tab[i];
+		struct hca_inl_pool *p;
+
+		if (!cq || !(p = hca_seg_ptr(seg, cq->ent->inl_off)))
+			continue;
+		for (uint32_t k = 0; k < p->nslots; k++) {
+			struct hca_inl_slot *s = hca_inl_slot(p, k);
+			uint32_t st = INL_READY;
+
+			if (atomic_load_explicit(&s->state, memory_order_relaxed) != INL_READY ||
+			    !atomic_compare_exchange_strong_explicit(&s->state, &st,
+								     INL_COPYING,
+								     memory_order_acquire,
+								     memory_order_relaxed))
+				continue;
+			/* a refused copy is reported by the poller */
+			atomic_store_explicit(&s->state,
+					      slot_copy(dev, p, s) ? INL_DONE : INL_REFUSED,
+					      memory_order_release);
+		}
+	}
+	hca_seg_unlock(seg);
+}
