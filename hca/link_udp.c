@@ -91,7 +91,10 @@ static int link_socket(struct hca_link *l)
 /* What to wait on for the link's datagrams: all its receiving sockets. */
 int hca_link_wait_fd(struct hca_dev *dev)
 {
-	return dev->link.rx_epfd >= 0 ? dev->link.rx_epfd : dev->link.fd;
+	/* the bound socket alone unless peers' sockets receive: an epoll
+	 * set inside the progress thread's would cost a call per wake-up */
+	return dev->link.rx_connected && dev->link.rx_epfd >= 0 ? dev->link.rx_epfd :
+								 dev->link.fd;
 }
 
 int hca_link_init(struct hca_dev *dev)
