@@ -56,7 +56,7 @@ static int peer_socket(struct hca_link *l, uint32_t daddr, uint16_t dport, bool 
 	setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
 	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	*rx = l->rx_epfd >= 0 && !bind(fd, (struct sockaddr *)&me, sizeof(me));
+	*rx = l->rx_connected && l->rx_epfd >= 0 && !bind(fd, (struct sockaddr *)&me, sizeof(me));
 	/* receiving: the bound socket's buffer; else keep the queue small */
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, *rx ? &buf : &none, sizeof(buf));
 	if (connect(fd, (struct sockaddr *)&to, sizeof(to))) {

@@ -28,6 +28,10 @@
 
 #include "hca_int.h"
 
+/* peers' sockets receive too (link_peers.c); docs/udp-link-performance.md
+ * says why this is not yet the default */
+#define HCA_RX_CONNECTED_DEFAULT false
+
 static uint32_t host_ip(struct hca_dev *dev)
 {
 	return dev->net.ipv4 ? ntohl(dev->net.ipv4) : INADDR_LOOPBACK;
@@ -88,13 +92,16 @@ static int link_socket(struct hca_link *l)
 /* What to wait on for the link's datagrams: all its receiving sockets. */
 int hca_link_wait_fd(struct hca_dev *dev)
 {
-	return dev->link.rx_epfd >= 0 ? dev->link.rx_epfd : dev->link.fd;
+	/* the bound socket alone unless peers' sockets receive: an epoll
+	 * set inside the progress thread's would cost a call per wake-up */
+	return dev->link.rx_connected && dev->link.rx_epfd >= 0 ? dev->link.rx_epfd :
+								 dev->link.fd;
 }
 
 int hca_link_init(struct hca_dev *dev)
 {
 	struct hca_link *l = &dev->link;
-	const char *force = getenv("SOFTIB_LINK");
+	const char *force = getenv("SOFTIB_LINK"), *rxc;
 	char msg[160];
 	int rc;
 
@@ -105,6 +112,8 @@ int hca_link_init(struct hca_dev *dev)
 	l->base = port_base();
 	l->port = (uint16_t)(l->base + dev->slot);
 	l->force_udp = force && !strcmp(force, "udp");
+	rxc = getenv("SOFTIB_UDP_RX_CONNECTED");
+	l->rx_connected = rxc ? strcmp(rxc, "0") != 0 : HCA_RX_CONNECTED_DEFAULT;
 	pthread_mutex_init(&l->rx_lock, NULL);
 	pthread_mutex_init(&l->tx_lock, NULL);
 	pthread_mutex_init(&l->peers_lock, NULL);

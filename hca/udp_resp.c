@@ -182,9 +182,16 @@ static bool length_ok(struct hca_qp *qp, uint8_t pos, size_t plen)
  * A READ is answered packet by packet: each response's payload is read
  * from memory as it is built, so a READ of any length (up to the 2 GiB
  * the spec allows) needs one MTU of buffer. A range that fails the key
- * check NAKs at the PSN where it fails.
+ * check NAKs at the PSN where it fails — unless the READ is a duplicate
+ * (dup): it was answered once already, and the requester may well have
+ * completed it and let the memory go (a sender freeing its buffer after a
+ * rendezvous); an access NAK then would err a healthy connection for a
+ * READ nobody waits for. A duplicate that cannot be answered is dropped:
+ * a requester that really lacks the data asks again and ends in
+ * RETRY_EXC_ERR, never in a spurious access error.
  */
-static void read_respond(struct hca_qp *qp, const struct hca_wire_hdr *h, uint32_t saddr)
+static void read_respond(struct hca_qp *qp, const struct hca_wire_hdr *h, uint32_t saddr,
+			 bool dup)
 {
 	uint32_t mtu = hca_path_mtu_bytes(qp), n = h->dmalen ? (h->dmalen + mtu - 1) / mtu : 1;
 	uint8_t tr = hca_wire_transport(qp->type), buf[4096];
@@ -205,7 +212,7 @@ static void read_respond(struct hca_qp *qp, const struct hca_wire_hdr *h, uint32
 	m.range_only = true;
 	st = hca_resp_execute(qp->dev, &m);
 	if (st != HCA_RESP_ACK) {
-		if (st != HCA_RESP_DROP)
+		if (st != HCA_RESP_DROP && !dup)
 			nak_for(qp, saddr, h->psn, st);
 		return;
 	}
@@ -228,7 +235,7 @@ static void read_respond(struct hca_qp *qp, const struct hca_wire_hdr *h, uint32
 		if (st != HCA_RESP_ACK) {
 			/* the memory went away in between (deregistered) */
 			hca_link_batch_flush(qp->dev, &batch);
-			if (st != HCA_RESP_DROP)
+			if (st != HCA_RESP_DROP && !dup)
 				nak_for(qp, saddr, r.psn, st);
 			return;
 		}
@@ -320,7 +327,7 @@ static void duplicate(struct hca_qp *qp, const struct hca_wire_hdr *h, uint32_t 
 	uint64_t orig;
 
 	if (wop == HCA_WOP_READ_REQUEST) {
-		read_respond(qp, h, saddr);
+		read_respond(qp, h, saddr, true);
 	} else if (wop == HCA_WOP_COMPARE_SWAP || wop == HCA_WOP_FETCH_ADD) {
 		if (replayed(qp, h->psn, &orig))
 			atomic_ack(qp, saddr, h->psn, orig);
@@ -373,7 +380,7 @@ static void reliable_rx(struct hca_qp *qp, const struct hca_wire_hdr *h,
 	if (wop == HCA_WOP_READ_REQUEST) {
 		uint32_t mtu = hca_path_mtu_bytes(qp);
 
-		read_respond(qp, h, saddr);
+		read_respond(qp, h, saddr, false);
 		qp->epsn = hca_psn_add(qp->epsn, h->dmalen ? (int32_t)((h->dmalen + mtu - 1) / mtu) : 1);
 		qp->msn = (qp->msn + 1) & 0xffffff;
 		return;
