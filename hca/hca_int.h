@@ -370,6 +370,8 @@ struct hca_msg {
 	union ibv_gid sgid;      /* UD: the sender's GID, for the GRH */
 	bool range_only;         /* READ: check the key and range, move nothing */
 	bool uncounted;          /* one packet of a READ counted already */
+	bool duplicate;          /* READ: a repeat of one answered already; a
+				  * failed check drops it, the QP stays as is */
 	uint32_t src_slot;       /* requester's process slot on this host, or
 				  * HCA_NONE (UDP): whom to wake after RNR */
 	/* shared-memory link: the receive completion waits until the

@@ -331,6 +331,23 @@ static enum hca_resp_status resp_write(struct resp_ctx *r)
 	return HCA_RESP_ACK;
 }
 
+/*
+ * A READ that fails its key or range check errs the QP — unless it is a
+ * duplicate (m->duplicate): answered once already, its requester may well
+ * have completed it and let the memory go since (a rendezvous sender
+ * deregistering its buffer). Erring the QP then would leave a healthy
+ * connection dead, every later request dropped in silence. It is
+ * dropped instead: a requester that really lacks the data asks again and
+ * ends in RETRY_EXC_ERR.
+ */
+static enum hca_resp_status read_refused(struct resp_ctx *r)
+{
+	if (!r->m->duplicate)
+		return resp_access_error(r);
+	HCA_COUNT_DROP(r->e, HCA_DROP_ACCESS);
+	return HCA_RESP_DROP;
+}
+
 static enum hca_resp_status resp_read(struct resp_ctx *r)
 {
 	struct hca_msg *m = r->m;
@@ -339,7 +356,7 @@ static enum hca_resp_status resp_read(struct resp_ctx *r)
 	int rc;
 
 	if (!rkey_check(r, m->len, &va))
-		return resp_access_error(r);
+		return read_refused(r);
 	if (!m->len || m->range_only)
 		return HCA_RESP_ACK;
 	t.iov_base = (void *)(uintptr_t)va;
@@ -347,7 +364,7 @@ static enum hca_resp_status resp_read(struct resp_ctx *r)
 	rc = hca_mem_read(r->dev, r->owner, r->owner_gen, m->iov, m->iovcnt, &t, 1);
 	if (rc == ESRCH)
 		return HCA_RESP_DROP;
-	return rc ? resp_access_error(r) : HCA_RESP_ACK;
+	return rc ? read_refused(r) : HCA_RESP_ACK;
 }
 
 /*

@@ -53,7 +53,8 @@ enum hca_proc_state { HCA_PROC_FREE = 0, HCA_PROC_LIVE = 1, HCA_PROC_DEAD = 2 };
 enum hca_qp_drop {
 	HCA_DROP_QKEY,      /* UD: Q_Key mismatch */
 	HCA_DROP_PSN,       /* out of the PSN window: duplicate or ahead */
-	HCA_DROP_ACCESS,    /* UC: bad rkey / range; XRC: bad SRQ number */
+	HCA_DROP_ACCESS,    /* UC: bad rkey / range; XRC: bad SRQ number;
+			     * RC: a duplicate READ refused so (resp.c) */
 	HCA_DROP_NO_WQE,    /* UC/UD: no receive WQE */
 	HCA_DROP_STATE,     /* QP cannot receive in its state */
 	HCA_DROP_LENGTH,    /* payload against path MTU or DMA length */

@@ -185,10 +185,9 @@ static bool length_ok(struct hca_qp *qp, uint8_t pos, size_t plen)
  * check NAKs at the PSN where it fails — unless the READ is a duplicate
  * (dup): it was answered once already, and the requester may well have
  * completed it and let the memory go (a sender freeing its buffer after a
- * rendezvous); an access NAK then would err a healthy connection for a
- * READ nobody waits for. A duplicate that cannot be answered is dropped:
- * a requester that really lacks the data asks again and ends in
- * RETRY_EXC_ERR, never in a spurious access error.
+ * rendezvous). resp.c then drops it and leaves the QP as it is (m.duplicate,
+ * resp_read says why): neither a NAK nor a QP in error for a READ nobody
+ * waits for.
  */
 static void read_respond(struct hca_qp *qp, const struct hca_wire_hdr *h, uint32_t saddr,
 			 bool dup)
@@ -210,9 +209,10 @@ static void read_respond(struct hca_qp *qp, const struct hca_wire_hdr *h, uint32
 	m.iovcnt = 0;
 	m.len = h->dmalen;
 	m.range_only = true;
+	m.duplicate = dup;
 	st = hca_resp_execute(qp->dev, &m);
 	if (st != HCA_RESP_ACK) {
-		if (st != HCA_RESP_DROP && !dup)
+		if (st != HCA_RESP_DROP)
 			nak_for(qp, saddr, h->psn, st);
 		return;
 	}
@@ -227,6 +227,7 @@ static void read_respond(struct hca_qp *qp, const struct hca_wire_hdr *h, uint32
 		build_msg(qp, h, h, saddr, &m, &iov);
 		m.raddr = h->va + (uint64_t)i * mtu;
 		m.uncounted = true;
+		m.duplicate = dup;
 		iov.iov_base = buf;
 		iov.iov_len = plen;
 		m.iovcnt = plen ? 1 : 0;
@@ -235,7 +236,7 @@ static void read_respond(struct hca_qp *qp, const struct hca_wire_hdr *h, uint32
 		if (st != HCA_RESP_ACK) {
 			/* the memory went away in between (deregistered) */
 			hca_link_batch_flush(qp->dev, &batch);
-			if (st != HCA_RESP_DROP && !dup)
+			if (st != HCA_RESP_DROP)
 				nak_for(qp, saddr, r.psn, st);
 			return;
 		}

@@ -562,6 +562,15 @@ static __attribute__((unused)) void scen_heap_trim(size_t len)
 /* sbrk by hand: the heap shrinks below a cached buffer, then grows back. */
 static void scen_sbrk(size_t len)
 {
+	/* The small allocations of the transfers (the cache's entries, the
+	 * library's MR handles) must not grow malloc's heap above the block:
+	 * the shrink below would cut them off, and the regrown pages come
+	 * back zeroed under live chunks (heap corruption, seen as a crash in
+	 * a later malloc). They are served from a free chunk kept below
+	 * the block, held apart from malloc's top by a guard block. */
+	char *pool = malloc(256 << 10), *guard = malloc(64);
+
+	free(pool);
 	uintptr_t cur = (uintptr_t)sbrk(0);
 	size_t pad = (4096 - cur % 4096) % 4096;
 
@@ -576,6 +585,7 @@ static void scen_sbrk(size_t len)
 	verdict("sbrk shrink + grow", (uintptr_t)a, (uintptr_t)a, u1,
 		transfer("sbrk shrink + grow", a, len), inv0);
 	sbrk(-(intptr_t)(pad + len));
+	free(guard);
 }
 
 static void scen_shm(size_t len)

@@ -11,6 +11,7 @@
 
 #include "cu_run.h"
 #include "hca.h"
+#include "hca_int.h" /* hca_resp_execute: a duplicate READ by hand */
 
 static struct hca_ah test_ah;
 static uint8_t P_timeout = 1; /* RC ACK timeout of the next pair (to_rts) */
@@ -327,6 +328,36 @@ static void test_rc_bad_rkey(void)
 	pair_close();
 }
 
+/*
+ * A duplicate READ request (a requester's retransmission reaching the
+ * responder after the READ completed and its memory was deregistered)
+ * that fails the key check is dropped and leaves the responder's QP as
+ * it is: erring it left every later request unanswered (RETRY_EXC_ERR
+ * over the UDP link). The same READ, not a duplicate, errs it.
+ */
+static void test_rc_duplicate_read_refused(void)
+{
+	struct hca_msg m = { .op = IBV_WR_RDMA_READ, .type = IBV_QPT_RC, .len = 10,
+			     .range_only = true, .duplicate = true, .src_slot = HCA_NONE };
+	struct ibv_wc wc;
+
+	CU_ASSERT_FATAL(pair_open(IBV_QPT_RC, 7) == 0);
+	m.src_qpn = P.a->qpn;
+	m.dst_qpn = P.b->qpn;
+	m.raddr = (uintptr_t)P.buf;
+	m.rkey = P.key + 1; /* as after a deregistration */
+	CU_ASSERT_EQUAL(hca_resp_execute(P.dev, &m), HCA_RESP_DROP);
+	CU_ASSERT_EQUAL(atomic_load(&P.b->ent->state), IBV_QPS_RTS);
+	/* the connection still serves a READ */
+	CU_ASSERT_EQUAL(post(P.a, IBV_WR_RDMA_READ, 4096, 100, 0, P.key, 3), 0);
+	CU_ASSERT_EQUAL(poll_n(&wc, 1), 1);
+	CU_ASSERT_EQUAL(wc.status, IBV_WC_SUCCESS);
+	m.duplicate = false;
+	CU_ASSERT_EQUAL(hca_resp_execute(P.dev, &m), HCA_RESP_NAK_ACCESS);
+	CU_ASSERT_EQUAL(atomic_load(&P.b->ent->state), IBV_QPS_ERR);
+	pair_close();
+}
+
 static void test_rc_bad_lkey(void)
 {
 	struct ibv_wc wc;
@@ -490,6 +521,8 @@ static int add_suites(void)
 	    !CU_add_test(s, "RC write, read, atomics", test_rc_write_read_atomic) ||
 	    !CU_add_test(s, "RC RNR retries exhausted then flush", test_rc_rnr_exhausted) ||
 	    !CU_add_test(s, "RC bad rkey: remote access error", test_rc_bad_rkey) ||
+	    !CU_add_test(s, "RC duplicate READ refused: dropped, QP kept",
+			 test_rc_duplicate_read_refused) ||
 	    !CU_add_test(s, "RC bad lkey: local protection error", test_rc_bad_lkey) ||
 	    !CU_add_test(s, "bad WR: bad_wr points at it", test_bad_wr) ||
 	    !CU_add_test(s, "UD Q_Key mismatch drops", test_ud_qkey) ||
