@@ -22,7 +22,9 @@
  * above 64 KiB run a tenth of the iterations (at least 10), as such tests
  * usually do, so that a sweep to 4 MiB stays short.  -c checks the data
  * that arrives (a pattern that depends on size and iteration): slower,
- * for tests of a transport rather than measurements.
+ * for tests of a transport rather than measurements.  -M makes lat and
+ * put_lat report the median iteration instead of the mean (each
+ * iteration timed): the figure a loaded machine disturbs least.
  *
  * Output: a '#' header naming the test, then "# Size  <measure>" and one
  * row per size, two columns (three for mr: MB/s and messages/s), the
@@ -58,6 +60,7 @@ struct opts {
 	int iters, warm;     /* 0: the defaults of the test */
 	int window;
 	bool check;
+	bool median;         /* -M: lat/put_lat report the median sample */
 };
 
 static int rank, nranks;
@@ -160,6 +163,48 @@ static void print_row(uint64_t size, double v)
 	fflush(stdout);
 }
 
+/* Per-iteration samples for -M (median instead of mean): on a loaded
+ * machine a few preempted iterations move the mean by far more than the
+ * transport's own cost, the median not at all. */
+struct samples {
+	double *v;
+	int n;
+	double last;
+};
+
+static void samples_init(struct samples *s, int n)
+{
+	s->v = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
+	if (!s->v)
+		die("out of memory");
+	s->n = 0;
+	s->last = MPI_Wtime();
+}
+
+static void samples_take(struct samples *s)
+{
+	double now = MPI_Wtime();
+
+	s->v[s->n++] = now - s->last;
+	s->last = now;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static double samples_median(struct samples *s)
+{
+	qsort(s->v, s->n, sizeof(double), cmp_double);
+	double m = s->n % 2 ? s->v[s->n / 2]
+			    : (s->v[s->n / 2 - 1] + s->v[s->n / 2]) / 2;
+	free(s->v);
+	return m;
+}
+
 /* ---- lat: ping-pong between ranks 0 and 1 ---- */
 
 static void run_lat(const struct opts *o)
@@ -171,13 +216,19 @@ static void run_lat(const struct opts *o)
 		int n = iters_for(o, size, DEFAULT_ITER);
 		int w = warm_for(o, size, DEFAULT_WARM);
 		double t0 = 0;
+		struct samples sm = { 0 };
 
 		MPI_Barrier(MPI_COMM_WORLD);
 		if (rank > 1)
 			continue;
 		for (int it = -w; it < n; it++) {
-			if (it == 0)
+			if (it == 0) {
 				t0 = MPI_Wtime();
+				if (o->median)
+					samples_init(&sm, n);
+			} else if (it > 0 && o->median) {
+				samples_take(&sm);
+			}
 			if (o->check)
 				fill(sbuf, size, it);
 			if (rank == 0) {
@@ -196,8 +247,14 @@ static void run_lat(const struct opts *o)
 			if (o->check)
 				verify(rbuf, size, it);
 		}
-		if (rank == 0)
+		if (o->median) {
+			samples_take(&sm);
+			double m = samples_median(&sm);
+			if (rank == 0)
+				print_row(size, m * 1e6 / 2.0);
+		} else if (rank == 0) {
 			print_row(size, (MPI_Wtime() - t0) * 1e6 / (2.0 * n));
+		}
 	}
 	free(sbuf);
 	free(rbuf);
@@ -416,22 +473,32 @@ static void run_put_lat(const struct opts *o)
 		int n = iters_for(o, size, DEFAULT_ITER);
 		int w = warm_for(o, size, DEFAULT_WARM);
 		double t0 = 0;
+		struct samples sm = { 0 };
 
 		MPI_Barrier(MPI_COMM_WORLD);
 		if (rank == 0) {
 			MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win);
 			for (int it = -w; it < n; it++) {
-				if (it == 0)
+				if (it == 0) {
 					t0 = MPI_Wtime();
+					if (o->median)
+						samples_init(&sm, n);
+				} else if (it > 0 && o->median) {
+					samples_take(&sm);
+				}
 				if (o->check)
 					fill(sbuf, size, it);
 				MPI_Put(sbuf, (int)size, MPI_BYTE, 1, 0,
 					(int)size, MPI_BYTE, win);
 				MPI_Win_flush(1, win);
 			}
-			double t = MPI_Wtime() - t0;
+			double t = (MPI_Wtime() - t0) / n;
+			if (o->median) {
+				samples_take(&sm);
+				t = samples_median(&sm);
+			}
 			MPI_Win_unlock(1, win);
-			print_row(size, t * 1e6 / n);
+			print_row(size, t * 1e6);
 		}
 		MPI_Barrier(MPI_COMM_WORLD);
 		/* after the barrier the last put is complete at the target:
@@ -468,7 +535,7 @@ static void usage(void)
 	if (rank == 0)
 		fprintf(stderr,
 			"usage: mpirun -np N mpi_osu -t TEST [-m [MIN:]MAX] "
-			"[-i ITERS] [-x WARMUP] [-W WINDOW] [-c]\n"
+			"[-i ITERS] [-x WARMUP] [-W WINDOW] [-c] [-M]\n"
 			"  TEST: lat bw bibw mr allreduce alltoall put_lat\n"
 			"  sizes: powers of two, k/m/g suffixes (default "
 			"0:4m, 1:4m for bandwidths, 4:1m collectives)\n"
@@ -477,7 +544,9 @@ static void usage(void)
 			"  -x WARMUP untimed iterations first\n"
 			"  -W WINDOW messages in flight per window (bw, bibw, "
 			"mr; default 64)\n"
-			"  -c        check every byte received (slower)\n");
+			"  -c        check every byte received (slower)\n"
+			"  -M        lat, put_lat: the median iteration, not "
+			"the mean\n");
 	MPI_Finalize();
 	exit(1);
 }
@@ -490,7 +559,7 @@ static void parse(int argc, char **argv, struct opts *o)
 	*o = (struct opts){ .test = T_COUNT, .warm = -1,
 			    .window = DEFAULT_WIN };
 	opterr = 0;
-	while ((c = getopt(argc, argv, "t:m:i:x:W:ch")) != -1) {
+	while ((c = getopt(argc, argv, "t:m:i:x:W:cMh")) != -1) {
 		switch (c) {
 		case 't': t = optarg; break;
 		case 'm': range = optarg; break;
@@ -498,6 +567,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		case 'x': o->warm = atoi(optarg); break;
 		case 'W': o->window = atoi(optarg); break;
 		case 'c': o->check = true; break;
+		case 'M': o->median = true; break;
 		default: usage();
 		}
 	}
@@ -548,6 +618,8 @@ int main(int argc, char **argv)
 		MPI_Get_library_version(lib, &len);
 		lib[strcspn(lib, ",\n")] = 0;
 		printf("# mpi_osu %s (%s), %d ranks\n", d->title, lib, nranks);
+		if (o.median && (o.test == T_LAT || o.test == T_PUT_LAT))
+			printf("# median of the iterations\n");
 		if (o.test == T_BW || o.test == T_BIBW || o.test == T_MR)
 			printf("# window %d, %s\n", o.window,
 			       o.check ? "data checked" : "data not checked");

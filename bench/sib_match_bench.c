@@ -13,6 +13,8 @@
  *              MPI makes the arrival walk past them (O(N))
  *   wildscan   N-1 wildcard-source receives with another tag, posted
  *              first: every arrival must look at them (O(N))
+ *   onelist    the "others" shape on one plain list of all posted
+ *              receives (what the buckets avoid): O(N)
  *
  * Usage: sib_match_bench [iterations [shape depth]]
  * Without a shape: the whole table, each figure the median of 5 runs of
@@ -53,11 +55,63 @@ static void set_recv(struct sib_mq_recv *r, uint32_t src, uint64_t tag)
 	r->mask = ~0ULL;
 }
 
-enum shape { POSTED, UNEXP, OTHERS, SCAN, WILDSCAN, NSHAPES };
+enum shape { POSTED, UNEXP, OTHERS, SCAN, WILDSCAN, ONELIST, NSHAPES };
 
 static const char *const shape_name[NSHAPES] = {
-	"posted", "unexp", "others", "scan", "wildscan"
+	"posted", "unexp", "others", "scan", "wildscan", "onelist"
 };
+
+/* The baseline: every posted receive on one list in post order, an
+ * arrival walks it from the front (the textbook single queue). */
+static struct sib_mq_link onelist;
+
+static void onelist_post(struct sib_mq_recv *r)
+{
+	r->link.prev = onelist.prev;
+	r->link.next = &onelist;
+	onelist.prev->next = &r->link;
+	onelist.prev = &r->link;
+}
+
+static struct sib_mq_recv *onelist_arrive(uint32_t src, uint32_t ctx, uint64_t tag)
+{
+	for (struct sib_mq_link *l = onelist.next; l != &onelist; l = l->next) {
+		struct sib_mq_recv *r = (struct sib_mq_recv *)l;   /* link is first */
+
+		if ((r->src == src || r->src == SIB_ANY_SOURCE) && r->ctx == ctx &&
+		    ((r->tag ^ tag) & r->mask) == 0) {
+			l->prev->next = l->next;
+			l->next->prev = l->prev;
+			return r;
+		}
+	}
+	return NULL;
+}
+
+/* ns per pair on the baseline list, shape "others". */
+static double run_onelist(int n, long iters, struct req *q)
+{
+	volatile uintptr_t sink = 0;
+	double t0, t1;
+
+	onelist.prev = onelist.next = &onelist;
+	for (int i = 0; i < n; i++) {
+		set_recv(&q[i].r, i == n - 1 ? 0 : (uint32_t)i + 1, 0);
+		onelist_post(&q[i].r);
+	}
+	t0 = now_ns();
+	for (long k = 0; k < iters; k++) {
+		struct sib_mq_recv *r = onelist_arrive(0, 0, 0);
+
+		if (!r)
+			return -1;
+		onelist_post(r);
+		sink += (uintptr_t)r;
+	}
+	t1 = now_ns();
+	(void)sink;
+	return (t1 - t0) / (double)iters;
+}
 
 /* One timed run of iters pairs; returns ns per pair (or -1 on a mismatch,
  * which would be a bug in the engine). */
@@ -68,6 +122,8 @@ static double run(enum shape sh, int n, long iters, struct req *q, struct umsg *
 	double t0, t1;
 	int ours = n - 1;   /* the entry the loop keeps matching */
 
+	if (sh == ONELIST)
+		return run_onelist(n, iters, q);
 	if (sib_mq_init(&mq))
 		return -1;
 	for (int i = 0; i < n; i++) {

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "sib.h"
+#include "transport/sib.h"   /* installed as build/include/sib.h */
 
 static struct sib_job job;
 static sib_worker_t *W;
@@ -60,14 +60,24 @@ static void xrecv(void *b, size_t n, uint64_t tag)
 	wait_req(r);
 }
 
-static double lat(uint8_t *b, size_t n)
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Half the round trip: the mean, and the median (which a loaded machine's
+ * scheduling stalls move less) in *median. */
+static double lat(uint8_t *b, size_t n, double *median)
 {
 	int warm = iters / 10;
-	double t0 = 0;
+	double t0 = 0, *rt = calloc((size_t)iters, sizeof(*rt)), t;
 
 	for (int i = 0; i < iters + warm; i++) {
 		if (i == warm)
 			t0 = now_us();
+		t = now_us();
 		if (job.rank == 0) {
 			xsend(b, n, 1);
 			xrecv(b, n, 1);
@@ -75,8 +85,14 @@ static double lat(uint8_t *b, size_t n)
 			xrecv(b, n, 1);
 			xsend(b, n, 1);
 		}
+		if (i >= warm)
+			rt[i - warm] = (now_us() - t) / 2;
 	}
-	return (now_us() - t0) / iters / 2;
+	t = (now_us() - t0) / iters / 2;
+	qsort(rt, (size_t)iters, sizeof(*rt), cmp_double);
+	*median = rt[iters / 2];
+	free(rt);
+	return t;
 }
 
 /* One window out (and, for bibw, one in), then the answer. */
@@ -134,13 +150,14 @@ int main(int argc, char **argv)
 		       a.short_max, a.eager_max, a.progress_mode ? "blocking" : "poll");
 	if (!strcmp(what, "lat") || !strcmp(what, "all")) {
 		if (job.rank == 0)
-			printf("# sib_osu latency\n# size      us\n");
+			printf("# sib_osu latency (half the round trip)\n"
+			       "# size    mean us  median us\n");
 		for (size_t n = 1; n <= a.eager_max; n = n * 2 > a.eager_max &&
 		     n < a.eager_max ? a.eager_max : n * 2) {
-			double us = lat(sb, n);
+			double med, us = lat(sb, n, &med);
 
 			if (job.rank == 0)
-				printf("%-8zu %8.2f\n", n, us);
+				printf("%-8zu %8.2f %10.2f\n", n, us, med);
 		}
 	}
 	for (int bidir = 0; bidir < 2; bidir++) {

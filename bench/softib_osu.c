@@ -65,6 +65,7 @@ struct opts {
 	const char *dev;
 	const char *host; /* NULL: server */
 	int gidx;         /* -g: source GID index; -1: LID path */
+	bool post_time;   /* -P: time the client's ibv_post_send calls */
 };
 
 /* What the two sides swap over TCP; every field big-endian. */
@@ -106,6 +107,9 @@ struct bench {
 	uint32_t sq_out;
 	uint64_t recv_data;     /* receive completions of data messages */
 	uint64_t recv_ack;      /* ... of acks */
+	/* -P: how long each ibv_post_send of the client took (ns) */
+	uint64_t *post_ns;
+	uint32_t npost, post_cap;
 };
 
 static double now_us(void)
@@ -129,6 +133,9 @@ static void usage(void)
 		"  -g INDEX   address the peer by GID (global path, source GID "
 		"INDEX),\n"
 		"             as across hosts (the UDP link) it must be\n"
+		"  -P         lat: also the median time of one ibv_post_send "
+		"(client),\n"
+		"             the requester's own cost, whatever the peer does\n"
 		"Both sides must be given the same -t -o -m -n.\n",
 		DEFAULT_PORT);
 	exit(2);
@@ -142,7 +149,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 	*o = (struct opts){ .tests = T_LAT, .op = OP_SEND,
 			    .port = DEFAULT_PORT, .max = DEFAULT_MAX,
 			    .dev = "softib0", .gidx = -1 };
-	while ((c = getopt(argc, argv, "p:t:o:m:n:d:g:h")) != -1) {
+	while ((c = getopt(argc, argv, "p:t:o:m:n:d:g:Ph")) != -1) {
 		switch (c) {
 		case 'p':
 			o->port = atoi(optarg);
@@ -187,6 +194,9 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'd':
 			o->dev = optarg;
+			break;
+		case 'P':
+			o->post_time = true;
 			break;
 		case 'g':
 			o->gidx = atoi(optarg);
@@ -493,7 +503,14 @@ static void post(struct bench *b, enum ibv_wr_opcode opcode, uint32_t size,
 		b->unsig = 0;
 	}
 	b->sq_out++;
-	err = ibv_post_send(b->qp, &wr, &bad);
+	if (b->post_ns && b->npost < b->post_cap) {
+		uint64_t t = bench_now_ns();
+
+		err = ibv_post_send(b->qp, &wr, &bad);
+		b->post_ns[b->npost++] = bench_now_ns() - t;
+	} else {
+		err = ibv_post_send(b->qp, &wr, &bad);
+	}
 	if (err)
 		bench_die("ibv_post_send: %s", strerror(err));
 }
@@ -553,6 +570,26 @@ static uint32_t bw_skip(uint32_t size)
 }
 
 /* ---- the tests ---- */
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* -P: the median of the post times recorded since the last call, in us. */
+static double post_median_us(struct bench *b)
+{
+	double m;
+
+	if (!b->npost)
+		return 0;
+	qsort(b->post_ns, b->npost, sizeof(*b->post_ns), cmp_u64);
+	m = (double)b->post_ns[b->npost / 2] / 1000.0;
+	b->npost = 0;
+	return m;
+}
 
 static double run_lat(struct bench *b, uint32_t size)
 {
@@ -696,7 +733,8 @@ static void table(struct bench *b, unsigned test)
 	if (client) {
 		if (test == T_LAT)
 			printf("# softib verbs latency test (%s)\n"
-			       "# Size          Latency (us)\n", op);
+			       "# Size          Latency (us)%s\n", op,
+			       b->post_ns ? "   post (us, median)" : "");
 		else
 			printf("# softib verbs %sbandwidth test (%s)\n"
 			       "# Size      Bandwidth (MB/s)   "
@@ -707,12 +745,17 @@ static void table(struct bench *b, unsigned test)
 	for (uint64_t size = first; size <= b->o.max;
 	     size = size ? size * 2 : 1) {
 		if (test == T_LAT) {
-			double us = run_lat(b, (uint32_t)size);
+			double us;
 
-			if (client) {
+			b->npost = 0;
+			us = run_lat(b, (uint32_t)size);
+			if (client && b->post_ns)
+				printf("%-10u%18.2f%22.3f\n", (uint32_t)size, us,
+				       post_median_us(b));
+			else if (client)
 				printf("%-10u%18.2f\n", (uint32_t)size, us);
+			if (client)
 				fflush(stdout);
-			}
 		} else {
 			double mbs = run_bw(b, (uint32_t)size, test == T_BIBW);
 
@@ -736,6 +779,12 @@ int main(int argc, char **argv)
 	b.sock = b.server ? bench_tcp_accept(b.o.port)
 			  : bench_tcp_connect(b.o.host, b.o.port);
 	connect_qp(&b);
+	if (b.o.post_time && !b.server) {
+		b.post_cap = 1u << 16;
+		b.post_ns = calloc(b.post_cap, sizeof(*b.post_ns));
+		if (!b.post_ns)
+			bench_die("out of memory");
+	}
 	for (unsigned t = T_LAT; t <= T_BIBW; t <<= 1)
 		if (b.o.tests & t)
 			table(&b, t);

@@ -425,7 +425,7 @@ static void link_watch_locked(struct hca_dev *dev, bool on)
 	if (dev->link_watched == on)
 		return;
 	dev->link_watched = on;
-	epoll_ctl(dev->epfd, EPOLL_CTL_MOD, dev->link.fd, &ev);
+	epoll_ctl(dev->epfd, EPOLL_CTL_MOD, hca_link_wait_fd(dev), &ev);
 }
 
 /* The thread watches the socket again, unless an application thread
@@ -632,7 +632,7 @@ static int progress_start(struct hca_dev *dev)
 	if (dev->link.fd >= 0) {
 		ev.events = EPOLLIN | EPOLLONESHOT;
 		ev.data.u64 = 3;
-		epoll_ctl(dev->epfd, EPOLL_CTL_ADD, dev->link.fd, &ev);
+		epoll_ctl(dev->epfd, EPOLL_CTL_ADD, hca_link_wait_fd(dev), &ev);
 		dev->link_watched = true;
 	}
 	timerfd_settime(dev->timer_fd, 0, &its, NULL);
@@ -719,7 +719,7 @@ static struct hca_dev *dev_create(void)
 	if (!dev)
 		return NULL;
 	dev->db_fd = dev->epfd = dev->timer_fd = dev->stop_fd = -1;
-	dev->link.fd = -1;
+	dev->link.fd = dev->link.rx_epfd = -1;
 	for (int s = 0; s < HCA_MAX_PROCS; s++)
 		dev->peers[s].pidfd = -1;
 	pthread_mutex_init(&dev->lock, NULL);

@@ -330,9 +330,9 @@ int hca_fill_device_attr_ex(struct ibv_device_attr_ex *attr, size_t attr_size,
 	d->vendor_id = HCA_VENDOR_ID;
 	d->vendor_part_id = HCA_VENDOR_PART_ID;
 	d->hw_ver = HCA_HW_VER;
-	/* what one process can hold: QPNs name their slot, and slot 0 never
-	 * uses QPN 0 and 1 */
-	d->max_qp = HCA_QP_PER_PROC; /* per process; the host's: its memory */
+	/* what one process can hold: the 65,536 QP numbers of its slot (a
+	 * host holds up to 254 times that: as many as its memory allows) */
+	d->max_qp = HCA_QP_PER_PROC;
 	d->max_qp_wr = HCA_MAX_QP_WR;
 	d->device_cap_flags = HCA_DEVICE_CAP_FLAGS;
 	d->max_sge = HCA_MAX_SGE;

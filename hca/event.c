@@ -315,6 +315,7 @@ static int chan_post(struct hca_dev *dev, uint16_t owner, uint32_t owner_gen,
 		     uint32_t chan, const struct chan_msg *m);
 
 #define CHAN_TLS_MAX 8
+#define CHAN_SLEEP_LINK_FDS 8 /* sockets polled directly; more: their epoll set */
 static _Thread_local struct {
 	struct hca_chan *ch;
 	int n;
@@ -334,21 +335,24 @@ static bool chan_signal_local(struct hca_dev *dev, uint16_t owner, uint32_t owne
 static int chan_sleep(struct hca_chan *ch)
 {
 	struct hca_dev *dev = ch->ctx->dev;
-	struct pollfd p[2] = { { .fd = ch->fd, .events = POLLIN },
-			       { .fd = dev->link.fd, .events = POLLIN } };
-	int fl = fcntl(ch->fd, F_GETFL), rc = 0;
-	bool link;
+	struct pollfd p[1 + CHAN_SLEEP_LINK_FDS] = { { .fd = ch->fd, .events = POLLIN } };
+	int fl = fcntl(ch->fd, F_GETFL), rc = 0, n = 0;
+	bool link, woke = false;
 
 	if (fl >= 0 && (fl & O_NONBLOCK))
 		return EAGAIN;
 	hca_link_acks_flush(dev, true, HCA_ACKS_ALL);
 	link = hca_dev_link_sleep_begin(dev);
-	if (poll(p, link ? 2 : 1, -1) < 0)
+	if (link)
+		n = hca_link_wait_fds(dev, p + 1, CHAN_SLEEP_LINK_FDS);
+	if (poll(p, 1 + (nfds_t)n, -1) < 0)
 		rc = errno; /* EINTR too, as a blocking read of the channel says */
 	if (link) {
-		if (p[1].revents) {
+		for (int i = 1; i <= n; i++)
+			woke |= p[i].revents != 0;
+		if (woke) {
 			tls_wait.ch = ch;
-			hca_link_rx_sleeper(dev);
+			hca_link_rx_sleeper(dev, p + 1, n);
 			tls_wait.ch = NULL;
 		}
 		hca_dev_link_sleep_end(dev);

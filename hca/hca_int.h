@@ -44,6 +44,11 @@ struct hca_peer {
 /* The UDP link of this process (link_udp.c). */
 struct hca_link {
 	int fd;                 /* bound to port base + our slot */
+	int rx_epfd;            /* fd and the peers' sockets: what to read */
+	int rx_hot;             /* the socket the poller reads first */
+	unsigned rx_polls;      /* polls since the others were looked at */
+	uint64_t rx_quiet_until; /* polls skip the sockets until then */
+	_Atomic int rx_peers;   /* peers' sockets that receive */
 	uint32_t ip;            /* our IPv4 address, host order */
 	uint16_t base, port;
 	bool force_udp;         /* SOFTIB_LINK=udp */
@@ -58,7 +63,7 @@ struct hca_link {
 	uint64_t held_ns;
 	struct hca_link_counters *cnt;  /* in our process slot: softib shows them */
 	bool no_gso;            /* the kernel refused UDP_SEGMENT */
-	struct { uint32_t daddr; uint16_t dport; int fd; } peers[HCA_LINK_PEERS];
+	struct { uint32_t daddr; uint16_t dport; int fd; bool rx; } peers[HCA_LINK_PEERS];
 	_Atomic int npeers;
 	pthread_mutex_t peers_lock;
 	/* QPs owing a deferred ACK (udp_resp.c), under rx_lock */
@@ -468,7 +473,10 @@ int hca_link_init(struct hca_dev *dev);
 void hca_link_fini(struct hca_dev *dev);
 void hca_link_tick(struct hca_dev *dev);
 void hca_link_rx(struct hca_dev *dev, bool wait);
-void hca_link_rx_sleeper(struct hca_dev *dev);
+struct pollfd;
+int hca_link_wait_fd(struct hca_dev *dev);
+int hca_link_wait_fds(struct hca_dev *dev, struct pollfd *p, int max);
+void hca_link_rx_sleeper(struct hca_dev *dev, const struct pollfd *p, int n);
 void hca_link_inject(struct hca_dev *dev, const uint8_t *pkt, size_t len, uint32_t saddr);
 int hca_link_send(struct hca_dev *dev, uint32_t daddr, uint8_t *pkt, size_t hdr_len,
 		  size_t plen);
@@ -483,7 +491,8 @@ void hca_udp_resp_rx(struct hca_qp *qp, const struct hca_wire_hdr *h,
 		     const uint8_t *pl, size_t plen, uint32_t saddr);
 void hca_udp_sq_progress(struct hca_qp *qp);
 void hca_udp_ack_flush(struct hca_qp *qp);
-bool hca_udp_ack_take(struct hca_qp *qp, struct hca_wire_hdr *h, uint32_t *daddr);
+bool hca_udp_ack_take(struct hca_qp *qp, bool asked_only, struct hca_wire_hdr *h,
+		      uint32_t *daddr);
 int hca_link_send_pair(struct hca_dev *dev, uint32_t daddr, uint8_t *pkt, size_t hdr_len,
 		       size_t plen, uint8_t *pkt2, size_t hdr_len2);
 void hca_udp_ack_flush_asked(struct hca_qp *qp);

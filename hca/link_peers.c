@@ -1,19 +1,31 @@
 /*
- * Connected sending sockets, one per peer process (IPv4 address, UDP
- * port), for the UDP link.
+ * Connected sockets, one per peer process (IPv4 address, UDP port), for
+ * the UDP link: they send to that peer, and receive what it sends.
  *
- * Why: a sendto() on an unconnected socket looks the route up and builds
- * a throw-away route entry for every datagram. On a connected socket the
- * kernel keeps the route. Measured on loopback with bench/udp_raw
- * (8-byte ping-pong, one-way): 2.08 us connected against 2.47 us with
- * sendto/recvfrom — a fifth of the raw latency, on every packet softib
- * sends. See docs/udp-link-performance.md.
+ * Why connected: a sendto() on an unconnected socket looks the route up
+ * and builds a throw-away route entry for every datagram; on a connected
+ * socket the kernel keeps the route. Measured on loopback with
+ * bench/udp_raw (8-byte ping-pong, one-way): 2.08 us connected against
+ * 2.47 us with sendto/recvfrom. Receiving, a datagram whose 4-tuple
+ * matches a connected socket takes the kernel's early demux: the socket
+ * is found, and its cached input route used, before the IP layer would
+ * look the route up (ip_route_input_slow, fib_table_lookup in a profile
+ * of the bound socket's path). See docs/udp-link-performance.md.
  *
- * The process still receives on its one bound socket (base + slot: the
- * port a QP number names). Datagrams leave from the connected sockets'
- * ephemeral ports; nothing checks the source port (the ICRC is computed
- * over the fixed RoCE ports, docs/wire.md), and RoCEv2 leaves the source
- * port free for entropy anyway.
+ * So each peer socket is bound to our own port (base + slot, the port a
+ * QP number names) and connected to the peer's: both ends' sockets then
+ * carry the same 4-tuple, and each side's datagrams land on the other's
+ * connected socket. The process's bound socket keeps SO_REUSEADDR from
+ * after its bind on: our peer sockets can share its port, while another
+ * process's bound socket (which binds without it) still cannot — a port
+ * taken stays an error, as before. The bound socket receives from peers
+ * that have no socket here yet. If the port cannot be shared (a kernel
+ * that refuses), a peer socket sends from an ephemeral port and receives
+ * nothing, as it did before.
+ *
+ * Order: a peer's datagrams reach the bound socket until our socket for
+ * it exists, then that socket; the few at the switch may be read out of
+ * order, which RC and XRC recover from (a NAK, a go-back) and UD allows.
  *
  * The table only grows (a peer process's port is reused by the next
  * process of that slot, so the socket stays valid), up to
@@ -23,25 +35,30 @@
  */
 #include <errno.h>
 #include <netinet/in.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "hca_int.h"
 
-static int peer_socket(uint32_t daddr, uint16_t dport)
+static int peer_socket(struct hca_link *l, uint32_t daddr, uint16_t dport, bool *rx)
 {
 	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(dport),
 				  .sin_addr.s_addr = htonl(daddr) };
+	struct sockaddr_in me = { .sin_family = AF_INET, .sin_port = htons(l->port),
+				  .sin_addr.s_addr = htonl(INADDR_ANY) };
 	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	int pmtu = IP_PMTUDISC_DO, buf = 4 << 20, none = 0;
+	int pmtu = IP_PMTUDISC_DO, buf = 4 << 20, none = 0, one = 1;
 
 	if (fd < 0)
 		return -1;
 	setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
 	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
-	/* it receives nothing: keep its receive queue small */
-	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &none, sizeof(none));
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	*rx = l->rx_epfd >= 0 && !bind(fd, (struct sockaddr *)&me, sizeof(me));
+	/* receiving: the bound socket's buffer; else keep the queue small */
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, *rx ? &buf : &none, sizeof(buf));
 	if (connect(fd, (struct sockaddr *)&to, sizeof(to))) {
 		close(fd);
 		return -1;
@@ -83,12 +100,21 @@ int hca_link_peer_fd(struct hca_link *l, uint32_t daddr, uint16_t dport)
 			pthread_mutex_unlock(&l->peers_lock);
 			return l->peers[i].fd;
 		}
-	fd = n < HCA_LINK_PEERS ? peer_socket(daddr, dport) : -1;
+	bool rx = false;
+
+	fd = n < HCA_LINK_PEERS ? peer_socket(l, daddr, dport, &rx) : -1;
 	if (fd >= 0) {
 		l->peers[n].daddr = daddr;
 		l->peers[n].dport = dport;
 		l->peers[n].fd = fd;
+		l->peers[n].rx = rx;
 		atomic_store_explicit(&l->npeers, n + 1, memory_order_release);
+		if (rx) {
+			struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
+
+			epoll_ctl(l->rx_epfd, EPOLL_CTL_ADD, fd, &ev);
+			atomic_fetch_add(&l->rx_peers, 1);
+		}
 	}
 	pthread_mutex_unlock(&l->peers_lock);
 	return fd;

@@ -17,9 +17,11 @@
  */
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -68,7 +70,25 @@ static int link_socket(struct hca_link *l)
 		l->fd = -1;
 		return err;
 	}
+	/* only now: our peer sockets may share the port, another process's
+	 * bound socket (binding without it) still may not (link_peers.c) */
+	int one = 1;
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = l->fd };
+
+	setsockopt(l->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	l->rx_hot = l->fd;
+	l->rx_epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (l->rx_epfd >= 0 && epoll_ctl(l->rx_epfd, EPOLL_CTL_ADD, l->fd, &ev)) {
+		close(l->rx_epfd);
+		l->rx_epfd = -1;
+	}
 	return 0;
+}
+
+/* What to wait on for the link's datagrams: all its receiving sockets. */
+int hca_link_wait_fd(struct hca_dev *dev)
+{
+	return dev->link.rx_epfd >= 0 ? dev->link.rx_epfd : dev->link.fd;
 }
 
 int hca_link_init(struct hca_dev *dev)
@@ -78,7 +98,7 @@ int hca_link_init(struct hca_dev *dev)
 	char msg[160];
 	int rc;
 
-	l->fd = -1;
+	l->fd = l->rx_epfd = -1;
 	l->cnt = &dev->seg->procs[dev->slot].link;
 	memset(l->cnt, 0, sizeof(*l->cnt));
 	l->ip = host_ip(dev);
@@ -111,6 +131,8 @@ void hca_link_fini(struct hca_dev *dev)
 	if (l->fd >= 0)
 		close(l->fd);
 	hca_link_peers_close(l);
+	if (l->rx_epfd >= 0)
+		close(l->rx_epfd);
 	if (l->fault)
 		hca_fault_close(l->fault);
 	if (l->pcap)
@@ -340,17 +362,17 @@ static void dispatch(struct hca_dev *dev, const uint8_t *pkt, size_t len, uint32
  * none (that call cost as much as a third of a raw UDP ping-pong).
  */
 #define HCA_RX_BATCH 16
+#define HCA_RX_QUIET_NS 5000 /* see hca_link_rx_sleeper */
 
-/* Everything queued on the socket (up to 256 datagrams), rx_lock held. */
-static void rx_drain(struct hca_dev *dev)
+/* Everything queued on socket fd (up to 256 datagrams), rx_lock held. */
+static void rx_drain_fd(struct hca_dev *dev, int fd)
 {
-	struct hca_link *l = &dev->link;
 	static _Thread_local uint8_t buf[HCA_RX_BATCH][HCA_PKT_MAX];
 	struct sockaddr_in from[HCA_RX_BATCH];
 	struct iovec iov[HCA_RX_BATCH];
 	struct mmsghdr mm[HCA_RX_BATCH];
 
-	for (int n = 0; l->fd >= 0 && n < 256; n += HCA_RX_BATCH) {
+	for (int n = 0; n < 256; n += HCA_RX_BATCH) {
 		int got;
 
 		for (int i = 0; i < HCA_RX_BATCH; i++) {
@@ -359,7 +381,9 @@ static void rx_drain(struct hca_dev *dev)
 							 .msg_namelen = sizeof(from[i]),
 							 .msg_iov = &iov[i], .msg_iovlen = 1 };
 		}
-		got = recvmmsg(l->fd, mm, HCA_RX_BATCH, MSG_DONTWAIT, NULL);
+		got = recvmmsg(fd, mm, HCA_RX_BATCH, MSG_DONTWAIT, NULL);
+		if (got < 0 && errno == ECONNREFUSED) /* a peer's ICMP error, */
+			continue;                      /* reported once */
 		for (int i = 0; i < got; i++)
 			dispatch(dev, buf[i], mm[i].msg_len,
 				 ntohl(from[i].sin_addr.s_addr));
@@ -368,23 +392,78 @@ static void rx_drain(struct hca_dev *dev)
 	}
 }
 
+/* Every receiving socket with something queued, rx_lock held. */
+static void rx_drain(struct hca_dev *dev)
+{
+	struct hca_link *l = &dev->link;
+	struct epoll_event ev[16];
+	int n;
+
+	if (l->fd < 0)
+		return;
+	if (l->rx_epfd < 0 || !atomic_load_explicit(&l->rx_peers, memory_order_relaxed)) {
+		rx_drain_fd(dev, l->fd);
+		return;
+	}
+	n = epoll_wait(l->rx_epfd, ev, 16, 0);
+	for (int i = 0; i < n; i++)
+		rx_drain_fd(dev, ev[i].data.fd);
+}
+
+/* One datagram from socket fd, if one waits; rx_lock held. */
+static bool rx_one(struct hca_dev *dev, int fd)
+{
+	static _Thread_local uint8_t buf[HCA_PKT_MAX];
+	struct sockaddr_in from;
+	long r = hca_sys_recvfrom(fd, buf, sizeof(buf), &from);
+
+	if (r > 0)
+		dispatch(dev, buf, (size_t)r, ntohl(from.sin_addr.s_addr));
+	return r > 0;
+}
+
+/*
+ * A poller: one datagram a call, its next poll takes the next (the
+ * cheapest call both when one waits and when none does). It reads the
+ * socket that last had something — with one peer, that peer's socket —
+ * and looks at the others every 8th poll; with several peers' sockets it
+ * asks the kernel which one is ready.
+ */
+static void rx_poll(struct hca_dev *dev)
+{
+	struct hca_link *l = &dev->link;
+	int peers = atomic_load_explicit(&l->rx_peers, memory_order_relaxed);
+	struct epoll_event ev;
+
+	/* a sleeper has just emptied the sockets (hca_link_rx_sleeper): the
+	 * application's polls right after its wake-up find nothing there */
+	if (l->rx_quiet_until) {
+		if (hca_now_ns() < l->rx_quiet_until)
+			return;
+		l->rx_quiet_until = 0;
+	}
+
+	if (peers <= 1 && rx_one(dev, l->rx_hot))
+		return;
+	if (!peers || (peers == 1 && (++l->rx_polls & 7)))
+		return;
+	if (epoll_wait(l->rx_epfd, &ev, 1, 0) == 1) {
+		l->rx_hot = ev.data.fd;
+		rx_one(dev, l->rx_hot);
+	}
+}
+
 void hca_link_rx(struct hca_dev *dev, bool wait)
 {
 	struct hca_link *l = &dev->link;
-	static _Thread_local uint8_t buf[HCA_PKT_MAX];
-	struct sockaddr_in from;
 
 	if (wait)
 		pthread_mutex_lock(&l->rx_lock);
 	else if (pthread_mutex_trylock(&l->rx_lock))
 		return;
-	if (!wait && l->fd >= 0) {
-		/* a poller: one datagram a call, its next poll takes the next
-		 * (the cheapest call both when one waits and when none does) */
-		long r = hca_sys_recvfrom(l->fd, buf, sizeof(buf), &from);
-
-		if (r > 0)
-			dispatch(dev, buf, (size_t)r, ntohl(from.sin_addr.s_addr));
+	if (!wait) {
+		if (l->fd >= 0)
+			rx_poll(dev);
 		pthread_mutex_unlock(&l->rx_lock);
 		return;
 	}
@@ -395,15 +474,55 @@ void hca_link_rx(struct hca_dev *dev, bool wait)
 }
 
 /*
- * An application thread that slept on the socket (hca_chan_get_event)
- * takes what came. Owed ACKs stay owed: the application is about to
- * answer, and the ACK goes after its answer (or before it sleeps again).
+ * The sockets an application thread sleeping for a completion watches
+ * (hca_chan_get_event): the bound one and the peers', at most max — or,
+ * with more peers than that, the set of them all. poll() on the sockets
+ * themselves says which to read, with no epoll_wait to ask. Returns how
+ * many entries of p it filled.
  */
-void hca_link_rx_sleeper(struct hca_dev *dev)
+int hca_link_wait_fds(struct hca_dev *dev, struct pollfd *p, int max)
 {
-	pthread_mutex_lock(&dev->link.rx_lock);
-	rx_drain(dev);
-	pthread_mutex_unlock(&dev->link.rx_lock);
+	struct hca_link *l = &dev->link;
+	int np = atomic_load_explicit(&l->npeers, memory_order_acquire), n = 0;
+
+	if (l->fd < 0 || max < 1)
+		return 0;
+	if (l->rx_epfd < 0 || atomic_load(&l->rx_peers) >= max) {
+		p[0] = (struct pollfd){ .fd = hca_link_wait_fd(dev), .events = POLLIN };
+		return 1;
+	}
+	p[n++] = (struct pollfd){ .fd = l->fd, .events = POLLIN };
+	for (int i = 0; i < np && n < max; i++)
+		if (l->peers[i].rx)
+			p[n++] = (struct pollfd){ .fd = l->peers[i].fd, .events = POLLIN };
+	return n;
+}
+
+/*
+ * That thread, woken, takes what came on the sockets poll() marked. Owed
+ * ACKs stay owed: the application is about to answer, and the ACK goes
+ * with its answer (or before it sleeps again).
+ */
+void hca_link_rx_sleeper(struct hca_dev *dev, const struct pollfd *p, int n)
+{
+	struct hca_link *l = &dev->link;
+
+	pthread_mutex_lock(&l->rx_lock);
+	for (int i = 0; i < n; i++) {
+		if (!p[i].revents)
+			continue;
+		if (p[i].fd == l->rx_epfd)
+			rx_drain(dev);
+		else
+			rx_drain_fd(dev, p[i].fd);
+	}
+	/* the polls of the next microseconds (the application taking its
+	 * completion, answering, arming, looking once more before it sleeps
+	 * again) would each make a system call to find the sockets empty:
+	 * they skip them; anything that comes meanwhile waits for the next
+	 * look, at worst the sleep that follows */
+	l->rx_quiet_until = hca_now_ns() + HCA_RX_QUIET_NS;
+	pthread_mutex_unlock(&l->rx_lock);
 }
 
 /* A datagram handed in as if received from saddr (tests, fuzzing). */

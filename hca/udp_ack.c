@@ -58,14 +58,19 @@ void hca_udp_ack_owe(struct hca_qp *qp, uint32_t daddr, uint32_t psn, bool asked
 }
 
 /*
- * Take the QP's owed ACK (asked for or not), if it owes one: its header
- * into h, its destination into *daddr. The caller sends it (with a packet
- * of its own: hca_udp_sq_progress, one system call for both).
+ * Take the QP's owed ACK, if it owes one (asked_only: one the requester
+ * asked for; one not asked for waits to be coalesced): its header into h,
+ * its destination into *daddr. The caller sends it (with a packet of its
+ * own: udp_req.c, one system call for both).
  */
-bool hca_udp_ack_take(struct hca_qp *qp, struct hca_wire_hdr *h, uint32_t *daddr)
+bool hca_udp_ack_take(struct hca_qp *qp, bool asked_only, struct hca_wire_hdr *h,
+		      uint32_t *daddr)
 {
-	uint64_t v = atomic_exchange(&qp->ack_owed, 0);
+	uint64_t v;
 
+	if (asked_only && !(atomic_load(&qp->ack_owed) & HCA_ACK_ASKED))
+		return false;
+	v = atomic_exchange(&qp->ack_owed, 0);
 	if (!v)
 		return false;
 	*h = (struct hca_wire_hdr){ .opcode = hca_wire_transport(qp->type) |
@@ -84,7 +89,7 @@ void hca_udp_ack_flush(struct hca_qp *qp)
 	struct hca_wire_hdr h;
 	uint32_t daddr;
 
-	if (hca_udp_ack_take(qp, &h, &daddr))
+	if (hca_udp_ack_take(qp, false, &h, &daddr))
 		hca_udp_send_answer(qp, daddr, &h, NULL, 0);
 }
 

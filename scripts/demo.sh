@@ -1,7 +1,10 @@
 #!/bin/bash
 # The softib demo: install what is missing, build, show softib0 as Debian's
 # unmodified ibv_devinfo sees it through the drop-in library, then run an
-# osu-style latency/bandwidth test between two processes on this host.
+# osu-style latency/bandwidth test between two processes on this host, and
+# end with MPI: Open MPI's latency and bandwidth through vader (and
+# softib's BTL beside it with SOFTIB_MPI_BTL=1: not yet by default), with
+# the table and the plots (bench/mpi_vs.sh -q).
 # Every run is bounded by a timeout; nothing is left running.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -40,5 +43,15 @@ else
 		osu "$bin" 300 "$bin" -a -d softib0 -p "$port" -- \
 			"$bin" -a -d softib0 -p "$port" 127.0.0.1
 	done
+fi
+
+if [ -x build/bin/mpi_osu ] && command -v mpirun >/dev/null; then
+	echo
+	# softib's BTL joins once it passes test_mpi.sh (SOFTIB_MPI_BTL=1)
+	tr=vader
+	[ "${SOFTIB_MPI_BTL:-0}" = 1 ] && tr="softib vader"
+	echo "=== MPI: bench/mpi_vs.sh -q -b 'lat bw' -T '$tr' -S 1host"
+	timeout -k 10 600 bench/mpi_vs.sh -q -b "lat bw" -T "$tr" -S 1host ||
+		status=1
 fi
 exit "$status"

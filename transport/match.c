@@ -167,6 +167,11 @@ int sib_mq_init(struct sib_mq *mq)
 	return 0;
 }
 
+/*
+ * Entries still queued are not touched: the runtime may free its request
+ * and descriptor pools before or after this call, so the engine must not
+ * write into them here.
+ */
 void sib_mq_fini(struct sib_mq *mq)
 {
 	if (!mq)
@@ -188,8 +193,9 @@ struct sib_mq_recv *sib_mq_arrive(struct sib_mq *mq, uint32_t src, uint32_t ctx,
 
 	if (!mq || !mq->bkt)
 		return NULL;
-	/* The oldest matching receive naming src (the bucket may hold other
-	 * sources' receives only once the table has stopped growing). */
+	/* The oldest matching receive naming src (the bucket holds other
+	 * sources' receives too only once the table is at its cap, or could
+	 * not grow). */
 	b = bucket_of(mq, src);
 	for (l = b->posted.next; l != &b->posted; l = l->next) {
 		struct sib_mq_recv *r = mq_entry(l, struct sib_mq_recv, link);

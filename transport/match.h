@@ -79,8 +79,9 @@ struct sib_mq {
 
 /* 0, or ENOMEM (nothing to release then). */
 int sib_mq_init(struct sib_mq *mq);
-/* Releases the engine's table. Entries still queued belong to the
- * caller and are simply forgotten. */
+/* Releases the engine's table. Entries still queued belong to the caller
+ * and are not touched (they may already be freed); none of them may be
+ * passed to the engine afterwards, sib_mq_cancel() included. */
 void sib_mq_fini(struct sib_mq *mq);
 
 /* A message arrived (per source in send order). Returns the oldest posted

@@ -151,6 +151,7 @@ struct sib_host {
 /* ---- a remote worker (endpoint); also the receive state of a sender ---- */
 struct sib_ep {
 	sib_link_t link;         /* worker->eps */
+	sib_link_t hlink;        /* worker->ep_hash[id % SIB_EP_BUCKETS] */
 	sib_worker_t *w;
 	uint32_t id;
 	int refs;                /* user handles (sib_ep_create calls) */
@@ -173,6 +174,7 @@ struct sib_ep {
 enum sib_req_kind { SIB_REQ_SEND, SIB_REQ_RECV, SIB_REQ_FLUSH };
 
 #define SIB_SHORT_CAP 256        /* the largest short payload ever kept */
+#define SIB_EP_BUCKETS 1024      /* power of two */
 
 struct sib_request {
 	enum sib_req_kind kind;
@@ -267,6 +269,7 @@ struct sib_worker {
 	/* receive QPs I made for other hosts' send QPs */
 	sib_link_t tqps;
 	sib_link_t hosts, eps;
+	sib_link_t ep_hash[SIB_EP_BUCKETS];   /* eps by id: found per arrival */
 	uint32_t send_qps;
 	uint32_t inflight;       /* WRs on every send QP (bounded by the CQ) */
 	uint32_t rx_wild;        /* posted receives from any source */

@@ -18,8 +18,10 @@
 
 struct sib_ep *sib_ep_find(sib_worker_t *w, uint32_t id)
 {
-	for (sib_link_t *e = w->eps.next; e != &w->eps; e = e->next) {
-		struct sib_ep *ep = SIB_CONTAINER(e, struct sib_ep, link);
+	sib_link_t *b = &w->ep_hash[id & (SIB_EP_BUCKETS - 1)];
+
+	for (sib_link_t *e = b->next; e != b; e = e->next) {
+		struct sib_ep *ep = SIB_CONTAINER(e, struct sib_ep, hlink);
 
 		if (ep->id == id)
 			return ep;
@@ -41,8 +43,8 @@ struct sib_ep *sib_ep_get(sib_worker_t *w, uint32_t id)
 	ep->w = w;
 	ep->id = id;
 	sib_list_init(&ep->flushes);
-	/* most recently seen first: finding the hot peers is cheap */
-	sib_list_add_head(&w->eps, &ep->link);
+	sib_list_add_tail(&w->eps, &ep->link);
+	sib_list_add_head(&w->ep_hash[id & (SIB_EP_BUCKETS - 1)], &ep->hlink);
 	return ep;
 }
 
@@ -754,6 +756,7 @@ void sib_requests_destroy(sib_worker_t *w)
 			sib_req_complete(f, SIB_ERR_CANCELED);
 		}
 		sib_list_del(&ep->link);
+		sib_list_del(&ep->hlink);
 		free(ep);
 	}
 }

@@ -267,6 +267,8 @@ SIB_API sib_status_t sib_worker_create(sib_context_t *ctx,
 	pthread_mutex_init(&w->dead_lock, NULL);
 	sib_list_init(&w->hosts);
 	sib_list_init(&w->eps);
+	for (int i = 0; i < SIB_EP_BUCKETS; i++)
+		sib_list_init(&w->ep_hash[i]);
 	sib_list_init(&w->tqps);
 	sib_list_init(&w->ahs);
 	sib_list_init(&w->slot_wait);

@@ -23,6 +23,17 @@ SIB_PORTS_GIVEN=" " # ports free_port already handed out in this script
 sib_lib() { echo "$SIB_ROOT/build/lib"; }
 
 # True when the long tier was asked for (scripts/test.sh --long).
+# sib_tshark ARGS...: tshark, told that softib's UDP ports are RoCEv2 when
+# SOFTIB_UDP_PORT moved them off 4791 (a process uses base + its slot).
+sib_tshark() {
+	local base=${SOFTIB_UDP_PORT:-}
+	if [ -n "$base" ] && [ "$base" != 4791 ]; then
+		tshark -d "udp.port==$base-$((base + 255)),infiniband" "$@"
+	else
+		tshark "$@"
+	fi
+}
+
 sib_long() { [ "${SOFTIB_LONG:-0}" = 1 ]; }
 
 sib_run() {

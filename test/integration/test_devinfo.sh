@@ -37,6 +37,9 @@ has "^${S}active_mtu:${S}(256|512|1024|2048|4096) \\([1-5]\\)\$" \
 	"active_mtu is an IB MTU"
 has "^${S}link_layer:${S}InfiniBand\$" "link_layer InfiniBand"
 has "^${S}phys_state:${S}LINK_UP \\(5\\)\$" "phys_state LINK_UP (5)"
+# the QP number space (issue 10): 65,536 QPs per process
+has "^${S}max_qp:${S}65536\$" "max_qp 65536 (per process)"
+has "^${S}max_res_rd_atom:${S}1048576\$" "max_res_rd_atom 16 x max_qp"
 has "^${S}GID\\[ *0\\]:${S}[0-9a-f]{4}(:[0-9a-f]{4}){7}" "GID[0] present"
 
 lid=$(awk '$1 == "port_lid:" { print $2; exit }' <<<"$info")

@@ -101,7 +101,7 @@ if command -v tshark >/dev/null; then
 	integrity "rc over UDP with faults, captured, 2 procs x 1 QP, 300 messages" \
 		SOFTIB_LINK=udp SOFTIB_FAULT=$fault,seed=9 SOFTIB_PCAP="$pcap" -- \
 		-p 2 -q 1 -t rc -n 300 -s 6 -T 16
-	decoded=$(tshark -r "$pcap" -V --disable-heuristic rpcrdma_infiniband 2>/dev/null)
+	decoded=$(sib_tshark -r "$pcap" -V --disable-heuristic rpcrdma_infiniband 2>/dev/null)
 	pkts=$(grep -c "^InfiniBand$" <<<"$decoded")
 	bad=$(grep -c "Malformed" <<<"$decoded")
 	kinds=0

@@ -23,7 +23,7 @@ for tool in rc ud; do
 	else
 		fail "pcap-$tool: pingpong over shared memory"
 	fi
-	decoded=$(tshark -r "$pcap" -V 2>/dev/null)
+	decoded=$(sib_tshark -r "$pcap" -V 2>/dev/null)
 	want="SEND First"
 	[ $tool = ud ] && want="Unreliable Datagram (UD) - SEND only"
 	n=$(grep -c "Opcode: " <<<"$decoded")

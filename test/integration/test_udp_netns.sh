@@ -147,9 +147,9 @@ if command -v tshark >/dev/null; then
 	pcap=$SIB_TMP/run.pcap
 	ns_pair "udp-pcap-run" 60 "$(free_port)" "SOFTIB_PCAP=$pcap" \
 		ibv_rc_pingpong -d softib0 -g 0 -n 20 -s 2000
-	pkts=$(tshark -r "$pcap" -Y infiniband 2>/dev/null | wc -l)
+	pkts=$(sib_tshark -r "$pcap" -Y infiniband 2>/dev/null | wc -l)
 	# (tshark's RPC-over-RDMA heuristic mislabels short SENDs: off)
-	decoded=$(tshark -r "$pcap" -V --disable-heuristic rpcrdma_infiniband 2>/dev/null)
+	decoded=$(sib_tshark -r "$pcap" -V --disable-heuristic rpcrdma_infiniband 2>/dev/null)
 	bad=$(grep -c "Malformed" <<<"$decoded")
 	if [ "$pkts" -gt 40 ] && [ "$bad" = 0 ] && grep -q "SEND First" <<<"$decoded"; then
 		pass "pcap: $pkts InfiniBand packets, SEND First decoded, none malformed"

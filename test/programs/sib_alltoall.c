@@ -35,7 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sib.h"
+#include "transport/sib.h"   /* installed as build/include/sib.h */
 
 #define SEND_WIN 32
 #define RECV_WIN 48

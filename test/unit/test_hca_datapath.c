@@ -13,6 +13,7 @@
 #include "hca.h"
 
 static struct hca_ah test_ah;
+static uint8_t P_timeout = 1; /* RC ACK timeout of the next pair (to_rts) */
 
 /* The verbs layer defines this; here an AH is always test_ah. */
 const struct hca_ah *hca_ah_of(struct ibv_ah *ah)
@@ -76,7 +77,7 @@ static int to_rts(struct pair *p, struct hca_qp *qp, uint32_t dest, enum ibv_qp_
 	if (hca_qp_modify(qp, &a, rtr))
 		return -1;
 	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 1;
+	a.timeout = P_timeout;
 	a.retry_cnt = 2;
 	a.rnr_retry = rnr_retry;
 	a.max_rd_atomic = 4;
@@ -88,6 +89,7 @@ static int to_rts(struct pair *p, struct hca_qp *qp, uint32_t dest, enum ibv_qp_
 }
 
 static struct pair P;
+static struct hca_chan *P_chan; /* the CQ's completion channel, if any */
 
 static int pair_open(enum ibv_qp_type t, uint8_t rnr_retry)
 {
@@ -97,7 +99,9 @@ static int pair_open(enum ibv_qp_type t, uint8_t rnr_retry)
 		return -1;
 	P.ctx = hca_ctx_open(P.dev, NULL);
 	P.pd = hca_pd_alloc(P.ctx);
-	P.cq = hca_cq_create(P.ctx, 256, NULL, 0, NULL);
+	if (P_chan == (struct hca_chan *)1)
+		P_chan = P.ctx ? hca_chan_create(P.ctx) : NULL;
+	P.cq = hca_cq_create(P.ctx, 256, P_chan, 0, &P);
 	P.buf = aligned_alloc(4096, BUF_LEN);
 	memset(P.buf, 0, BUF_LEN);
 	P.mr = hca_mr_reg(P.pd, P.buf, BUF_LEN, (uintptr_t)P.buf,
@@ -122,6 +126,9 @@ static void pair_close(void)
 	CU_ASSERT_EQUAL(hca_qp_destroy(P.b), 0);
 	CU_ASSERT_EQUAL(hca_mr_dereg(P.mr), 0);
 	CU_ASSERT_EQUAL(hca_cq_destroy(P.cq), 0);
+	if (P_chan)
+		CU_ASSERT_EQUAL(hca_chan_destroy(P_chan), 0);
+	P_chan = NULL;
 	CU_ASSERT_EQUAL(hca_pd_dealloc(P.pd), 0);
 	hca_ctx_close(P.ctx);
 	hca_dev_put(P.dev);
@@ -184,6 +191,68 @@ static void test_rc_send(void)
 		}
 	}
 	CU_ASSERT_EQUAL(memcmp(P.buf, P.buf + 4096, 1000), 0);
+	pair_close();
+}
+
+/*
+ * Sleeping for completions: a non-blocking channel with nothing on it
+ * answers EAGAIN; then a hundred SENDs, each waited for as a sleeping
+ * application does (poll, arm, poll, get the event). Over the UDP link
+ * (SOFTIB_LINK=udp) the waiting thread itself takes the datagrams from
+ * the link's sockets (hca_chan_get_event): nothing else would here.
+ */
+static void test_rc_send_event(void)
+{
+	struct ibv_wc wc[2];
+	void *user;
+	int fd, fl;
+
+	P_chan = (struct hca_chan *)1; /* pair_open: make one */
+	/* 268 ms, not the 8 us of the other tests: a sleeping application
+	 * on a busy machine must not look like a dead peer */
+	P_timeout = 16;
+	CU_ASSERT_FATAL(pair_open(IBV_QPT_RC, 7) == 0);
+	P_timeout = 1;
+	CU_ASSERT_FATAL(P_chan != NULL);
+	fd = hca_chan_fd(P_chan);
+	fl = fcntl(fd, F_GETFL);
+	CU_ASSERT_EQUAL(fcntl(fd, F_SETFL, fl | O_NONBLOCK), 0);
+	CU_ASSERT_EQUAL(hca_cq_arm(P.cq, 0), 0);
+	CU_ASSERT_EQUAL(hca_chan_get_event(P_chan, &user), EAGAIN);
+	CU_ASSERT_EQUAL(fcntl(fd, F_SETFL, fl), 0);
+	alarm(60); /* a lost wake-up hangs: fail instead */
+	for (int i = 0; i < 100; i++) {
+		int got = 0, events = 0;
+
+		memset(P.buf, i, 64);
+		CU_ASSERT_EQUAL(post_recv(P.b, 4096, 64, 2), 0);
+		CU_ASSERT_EQUAL(post(P.a, IBV_WR_SEND, 0, 8 + i % 50, 0, 0, 1), 0);
+		while (got < 2 && events < 10) {
+			int n = hca_cq_poll(P.cq, 2 - got, wc + got, NULL);
+
+			if (n > 0 && wc[got].status != IBV_WC_SUCCESS) {
+				got += n;
+				break; /* the QP erred: no more will come */
+			}
+			if (n == 0) {
+				CU_ASSERT_EQUAL(hca_cq_arm(P.cq, 0), 0);
+				n = hca_cq_poll(P.cq, 2 - got, wc + got, NULL);
+			}
+			if (n == 0) {
+				user = NULL;
+				CU_ASSERT_EQUAL(hca_chan_get_event(P_chan, &user), 0);
+				CU_ASSERT_EQUAL(user, &P);
+				events++;
+			}
+			got += n > 0 ? n : 0;
+		}
+		CU_ASSERT_EQUAL(got, 2);
+		CU_ASSERT(wc[0].status == IBV_WC_SUCCESS && wc[1].status == IBV_WC_SUCCESS);
+		if (got < 2 || wc[0].status || wc[1].status)
+			break;
+		CU_ASSERT_EQUAL(memcmp(P.buf, P.buf + 4096, 8 + i % 50), 0);
+	}
+	alarm(0);
 	pair_close();
 }
 
@@ -417,6 +486,7 @@ static int add_suites(void)
 	if (!s)
 		return -1;
 	if (!CU_add_test(s, "RC send with immediate", test_rc_send) ||
+	    !CU_add_test(s, "RC send, waited for on a channel", test_rc_send_event) ||
 	    !CU_add_test(s, "RC write, read, atomics", test_rc_write_read_atomic) ||
 	    !CU_add_test(s, "RC RNR retries exhausted then flush", test_rc_rnr_exhausted) ||
 	    !CU_add_test(s, "RC bad rkey: remote access error", test_rc_bad_rkey) ||

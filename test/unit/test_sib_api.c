@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "cu_run.h"
-#include "sib.h"
+#include "transport/sib.h"   /* installed as build/include/sib.h */
 
 static sib_context_t *ctx;
 static sib_worker_t *w;

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# The MPI correctness programs (test/mpi/*.c, built into build/test/mpi/)
+# under Open MPI's mpirun, for each BTL list:
+#   - on one host (this machine's root namespace), 2 to 8 ranks;
+#   - across 3 namespace hosts (test/integration/hosts.sh), 2 ranks each,
+#     and 1 rank on each of 2 hosts.
+# Every program checks every result and exits non-zero on a difference.
+#
+# BTL lists (space-separated, each a --mca btl value):
+#   MPI_BTLS_LOCAL  default "self,vader"   (+ "self,softib self,vader,softib"
+#   MPI_BTLS_HOSTS  default "self,tcp"      with SOFTIB_MPI_BTL=1, once
+#                                           build/lib/openmpi holds
+#                                           mca_btl_softib.so)
+# Either may be set empty to skip that half. The long tier
+# (SOFTIB_LONG=1) adds more ranks and larger counts.
+#
+# Two Open MPI 4.1.4 limits shape the runs, not our code:
+#   - its vader BTL reaches only processes of its own job (its add_procs
+#     skips other jobs), so spawn, whose children are other jobs, runs
+#     with tcp added to a list that has neither tcp nor softib;
+#   - osc rdma over vader crashes in MPI_Compare_and_swap to the calling
+#     rank itself (vader's emulated atomics: open-mpi/ompi#11349), and
+#     over tcp alone Open MPI selects no one-sided component for
+#     MPI_Win_create: for lists without softib rma runs with
+#     --mca osc sm,pt2pt. With softib the default choice (osc rdma over
+#     our put/get/atomics) is left to Open MPI.
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+. test/integration/lib.sh
+. test/integration/hosts.sh
+. test/integration/ompi.sh
+
+T=build/test/mpi
+if ! command -v mpirun >/dev/null || [ ! -x "$T/p2p" ]; then
+	echo "test_mpi: needs mpirun and $T (scons with mpicc): skipped"
+	exit 0
+fi
+export LD_LIBRARY_PATH
+LD_LIBRARY_PATH=$(sib_lib)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
+# softib's BTL joins the default lists once it passes them: for now (its
+# rendezvous path still fails p2p, docs/mpi.md) only with SOFTIB_MPI_BTL=1
+soft=
+if ompi_softib_setup && [ "${SOFTIB_MPI_BTL:-0}" = 1 ]; then
+	soft=" self,softib self,vader,softib"
+fi
+BTLS_LOCAL=${MPI_BTLS_LOCAL-self,vader$soft}
+BTLS_HOSTS=${MPI_BTLS_HOSTS-self,tcp$soft}
+
+long=0
+sib_long && long=1
+# The programs and their arguments per size of run: NAME ARGS...
+# (small: 2-3 ranks; big: 6-8 ranks, oversubscribed on 2 cores)
+small_runs=(
+	"p2p"
+	"p2p_sizes -s 4095,4096,4097,65535,65536,65537"
+	"coll -m 1m"
+	"rma -m 1m"
+	"spawn -c 2"
+	"threads -t 4 -n 30"
+)
+big_runs=(
+	"p2p"
+	"p2p_sizes -m 1m -s 4097,65537"
+	"coll -m 256k"
+	"rma -m 64k"
+	"threads -t 3 -n 10"
+)
+if [ "$long" = 1 ]; then
+	big_runs+=("spawn -c 3" "threads -t 8 -n 40" "p2p_sizes -m 8m")
+fi
+
+# The mpirun options one program needs beside the BTL list $1.
+extra_args() {
+	[ "$2" = rma ] && ompi_osc_args "$1"
+}
+spawn_btl() {
+	case $1 in *tcp* | *softib*) echo "$1" ;; *) echo "$1,tcp" ;; esac
+}
+
+# run WHERE BTL NP-or-"NHxPPN" PROG ARGS...: one program, checked.
+run() {
+	local where=$1 btl=$2 shape=$3 prog=$4 log rc=0 t0=$SECONDS
+	shift 4
+	[ "$prog" = spawn ] && btl=$(spawn_btl "$btl")
+	log=$SIB_TMP/$prog.$where.${btl//,/-}.$shape.log
+	# shellcheck disable=SC2046 # extra_args: words on purpose
+	if [ "$where" = local ]; then
+		timeout -k 5 120 mpirun --oversubscribe -np "$shape" \
+			--mca btl "$btl" $(extra_args "$btl" "$prog") \
+			"$T/$prog" "$@" >"$log" 2>&1 </dev/null || rc=$?
+	else
+		HOSTS_TIMEOUT=150 hosts_mpirun "${shape%x*}" "${shape#*x}" \
+			--oversubscribe --mca btl "$btl" \
+			$(extra_args "$btl" "$prog") \
+			"$T/$prog" "$@" >"$log" 2>&1 </dev/null || rc=$?
+	fi
+	local what="$prog${*:+ $*} | btl $btl | $where, ${shape/x/ hosts x } ranks ($((SECONDS - t0)) s)"
+	if [ "$rc" = 0 ] && grep -q "^$prog: ok" "$log"; then
+		pass "$what"
+	else
+		fail "$what: exit $rc"
+		tail -n 30 "$log"
+	fi
+}
+
+for btl in $BTLS_LOCAL; do
+	for r in "${small_runs[@]}"; do
+		# shellcheck disable=SC2086
+		run local "$btl" 2 $r
+	done
+	run local "$btl" 3 p2p
+	run local "$btl" 3 rma -m 64k
+	for r in "${big_runs[@]}"; do
+		# shellcheck disable=SC2086
+		run local "$btl" 8 $r
+	done
+done
+
+if [ -n "$BTLS_HOSTS" ]; then
+	if hosts_up 3; then
+		echo "hosts: ${HOSTS[*]} on $HOSTS_SUBNET"
+		for btl in $BTLS_HOSTS; do
+			for r in "${small_runs[@]}"; do
+				# shellcheck disable=SC2086
+				run hosts "$btl" 3x2 $r
+			done
+			run hosts "$btl" 2x1 p2p_sizes -m 8m
+		done
+	else
+		echo "test_mpi: no namespace hosts (needs root): across-host runs skipped"
+	fi
+fi
+
+summary

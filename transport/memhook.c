@@ -1,0 +1,626 @@
+/*
+ * memhook.c: patches the entry points of libc's memory-releasing calls
+ * with a jump to hooks that report the range to listeners, then make the
+ * system call themselves (see memhook.h for the contract).
+ *
+ * The patch is 13 bytes: "movabs $hook, %r11; jmp *%r11". r11 is a
+ * scratch register of the x86_64 System V ABI that a call may clobber (the
+ * syscall instruction itself clobbers it), so it is free at any function
+ * entry. The patched libc code is never run again: each hook does what
+ * the libc function did (glibc 2.36's wrappers: checks, the syscall, errno;
+ * brk also stores the new break in libc's __curbrk, which sbrk reads).
+ * If another library (UCX, Open MPI) patched a function first, our hook
+ * calls the jump target it found there instead of the system call, so both
+ * listeners see the event.
+ */
+#include "memhook.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GLIBC__)
+#include <elf.h>
+#include <fcntl.h>
+#include <link.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#define MEMHOOK_SUPPORTED 1
+#endif
+
+/* Listeners: a fixed table under a reader-writer lock. Reports take it
+ * for reading (nested reports from a listener read-lock again: glibc's
+ * default rwlock prefers readers, so that cannot wait on a writer);
+ * add/remove take it for writing, so remove returns only when no report
+ * runs the listener. n_listeners lets a report skip the lock when nobody
+ * listens (relaxed: a listener added concurrently with an unmap cannot
+ * care about that unmap). */
+struct listener {
+	sib_memhook_fn fn;
+	void *arg;
+};
+static struct listener listeners[SIB_MEMHOOK_MAX_LISTENERS];
+static pthread_rwlock_t listeners_lock = PTHREAD_RWLOCK_INITIALIZER;
+static atomic_int n_listeners;
+static atomic_uint_least64_t counts[SIB_MEM_EVENT_MAX];
+
+/* Odd while a takeover is being repaired (sib_memhook_verify), one more
+ * when the repair is done and every listener has forgotten everything. */
+static atomic_uint takeover_seq;
+
+static pthread_once_t install_once = PTHREAD_ONCE_INIT;
+static int install_status = ENOTSUP;
+static char describe_buf[256] = "memory hooks not installed";
+
+static void report(uintptr_t start, size_t len, enum sib_mem_event ev)
+{
+	if (len == 0)
+		return;
+	atomic_fetch_add_explicit(&counts[ev], 1, memory_order_relaxed);
+	if (atomic_load_explicit(&n_listeners, memory_order_relaxed) == 0)
+		return;
+	int saved = errno; /* a listener's failures are not the caller's */
+
+	pthread_rwlock_rdlock(&listeners_lock);
+	for (int i = 0; i < SIB_MEMHOOK_MAX_LISTENERS; i++) {
+		if (listeners[i].fn)
+			listeners[i].fn(listeners[i].arg, start, len, ev);
+	}
+	pthread_rwlock_unlock(&listeners_lock);
+	errno = saved;
+}
+
+uint64_t sib_memhook_count(enum sib_mem_event ev)
+{
+	if ((unsigned)ev >= SIB_MEM_EVENT_MAX)
+		return 0;
+	return atomic_load_explicit(&counts[ev], memory_order_relaxed);
+}
+
+unsigned sib_memhook_seq(void)
+{
+	return atomic_load_explicit(&takeover_seq, memory_order_acquire);
+}
+
+const char *sib_memhook_describe(void)
+{
+	return describe_buf;
+}
+
+#ifdef MEMHOOK_SUPPORTED
+
+#define PATCH_LEN 13
+
+enum { P_MUNMAP, P_MMAP, P_MREMAP, P_MADVISE, P_BRK, P_SHMDT, P_MAX };
+
+struct patch {
+	const char *sym;
+	void *hook;
+	uint8_t *target;        /* libc's entry point */
+	uint8_t saved[PATCH_LEN];
+	/* Another library's hook found there (at install, or written over
+	 * ours later: sib_memhook_verify), or NULL. */
+	void *_Atomic chain;
+	uint8_t code[PATCH_LEN]; /* our jump, as written */
+	bool applied;
+};
+
+static void **libc_curbrk;  /* libc's __curbrk: what sbrk believes */
+
+/* A system call without libc (whose wrappers are what we replaced):
+ * returns the kernel's value, -errno on failure. */
+static long sys6(long nr, long a1, long a2, long a3, long a4, long a5,
+		 long a6)
+{
+	long ret;
+	register long r10 __asm__("r10") = a4;
+	register long r8 __asm__("r8") = a5;
+	register long r9 __asm__("r9") = a6;
+
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "a"(nr), "D"(a1), "S"(a2), "d"(a3), "r"(r10),
+			   "r"(r8), "r"(r9)
+			 : "rcx", "r11", "memory");
+	return ret;
+}
+
+static bool sys_failed(long r)
+{
+	return (unsigned long)r > -4096UL;
+}
+
+static long sys_result(long r)
+{
+	if (sys_failed(r)) {
+		errno = (int)-r;
+		return -1;
+	}
+	return r;
+}
+
+static struct patch patches[P_MAX];
+
+/* How deep this thread is inside our hook of each function. A nested
+ * call of the same function does not chain: a patcher that copied our
+ * jump into a trampoline of its own would otherwise bring us back to
+ * itself forever. initial-exec: no allocation on first use in a thread
+ * (the hooks run inside malloc). */
+static __thread unsigned char hook_depth[P_MAX]
+	__attribute__((tls_model("initial-exec")));
+
+static void *chain_enter(int i)
+{
+	return hook_depth[i]++ ? NULL :
+		atomic_load_explicit(&patches[i].chain, memory_order_acquire);
+}
+
+static void chain_leave(int i)
+{
+	hook_depth[i]--;
+}
+
+static int hook_munmap(void *addr, size_t len)
+{
+	report((uintptr_t)addr, len, SIB_MEM_UNMAP);
+	void *chain = chain_enter(P_MUNMAP);
+	int r = chain ? ((int (*)(void *, size_t))chain)(addr, len)
+		      : (int)sys_result(sys6(SYS_munmap, (long)addr,
+					     (long)len, 0, 0, 0, 0));
+
+	chain_leave(P_MUNMAP);
+	return r;
+}
+
+static void *hook_mmap(void *addr, size_t len, int prot, int flags, int fd,
+		       off_t off)
+{
+	/* MAP_FIXED (not MAP_FIXED_NOREPLACE, which fails instead) removes
+	 * whatever was mapped in the range first. */
+	if (flags & MAP_FIXED)
+		report((uintptr_t)addr, len, SIB_MEM_MAP_FIXED);
+	void *chain = chain_enter(P_MMAP), *res;
+
+	if (chain) {
+		res = ((void *(*)(void *, size_t, int, int, int, off_t))chain)(
+			addr, len, prot, flags, fd, off);
+	} else if (off & (sysconf(_SC_PAGESIZE) - 1)) { /* as glibc checks */
+		errno = EINVAL;
+		res = MAP_FAILED;
+	} else {
+		long r = sys6(SYS_mmap, (long)addr, (long)len, prot, flags,
+			      fd, off);
+
+		if (sys_failed(r))
+			errno = (int)-r;
+		res = sys_failed(r) ? MAP_FAILED : (void *)r;
+	}
+	chain_leave(P_MMAP);
+	return res;
+}
+
+static void *hook_mremap(void *old, size_t old_len, size_t new_len,
+			 int flags, ...)
+{
+	void *new_addr = NULL;
+
+	if (flags & (MREMAP_FIXED | 4 /* MREMAP_DONTUNMAP */)) {
+		va_list ap;
+
+		va_start(ap, flags);
+		new_addr = va_arg(ap, void *);
+		va_end(ap);
+	}
+	/* The old pages may move (or, shrinking, go): whatever registration
+	 * covers them no longer describes the range. */
+	report((uintptr_t)old, old_len, SIB_MEM_REMAP);
+	if (flags & MREMAP_FIXED)
+		report((uintptr_t)new_addr, new_len, SIB_MEM_REMAP);
+	void *chain = chain_enter(P_MREMAP), *res;
+
+	if (chain) {
+		res = ((void *(*)(void *, size_t, size_t, int, ...))chain)(
+			old, old_len, new_len, flags, new_addr);
+	} else {
+		long r = sys6(SYS_mremap, (long)old, (long)old_len,
+			      (long)new_len, flags, (long)new_addr, 0);
+
+		if (sys_failed(r))
+			errno = (int)-r;
+		res = sys_failed(r) ? MAP_FAILED : (void *)r;
+	}
+	chain_leave(P_MREMAP);
+	return res;
+}
+
+static bool advice_drops_pages(int advice)
+{
+	switch (advice) {
+	case MADV_DONTNEED:
+	case MADV_REMOVE:
+#ifdef MADV_FREE
+	case MADV_FREE:
+#endif
+	case 24: /* MADV_DONTNEED_LOCKED (Linux 5.18) */
+		return true;
+	default:
+		return false;
+	}
+}
+
+static int hook_madvise(void *addr, size_t len, int advice)
+{
+	if (advice_drops_pages(advice))
+		report((uintptr_t)addr, len, SIB_MEM_DONTNEED);
+	void *chain = chain_enter(P_MADVISE);
+	int r = chain ? ((int (*)(void *, size_t, int))chain)(addr, len,
+							       advice)
+		      : (int)sys_result(sys6(SYS_madvise, (long)addr,
+					     (long)len, advice, 0, 0, 0));
+
+	chain_leave(P_MADVISE);
+	return r;
+}
+
+static int hook_brk(void *addr)
+{
+	if (addr) {
+		uintptr_t cur = (uintptr_t)sys6(SYS_brk, 0, 0, 0, 0, 0, 0);
+
+		if ((uintptr_t)addr < cur)
+			report((uintptr_t)addr, cur - (uintptr_t)addr,
+			       SIB_MEM_BRK);
+	}
+	void *chain = chain_enter(P_BRK);
+	int res = 0;
+
+	if (chain) {
+		res = ((int (*)(void *))chain)(addr);
+	} else {
+		/* The kernel answers the break it has: the new one, or the
+		 * old one when it refuses. glibc keeps it in __curbrk for
+		 * sbrk. */
+		uintptr_t r = (uintptr_t)sys6(SYS_brk, (long)addr, 0, 0, 0, 0,
+					      0);
+
+		*libc_curbrk = (void *)r;
+		if (r < (uintptr_t)addr) {
+			errno = ENOMEM;
+			res = -1;
+		}
+	}
+	chain_leave(P_BRK);
+	return res;
+}
+
+/* The length of the System V segment attached at addr: the mappings of
+ * /proc/self/maps that start there and continue it with the same inode.
+ * Read with plain read(2) into the stack: no allocation in a hook. */
+static size_t shm_length(uintptr_t addr)
+{
+	char buf[4096];
+	size_t have = 0, len = 0;
+	uintptr_t next = addr;
+	unsigned long inode = 0;
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0;
+	for (;;) {
+		ssize_t n = read(fd, buf + have, sizeof(buf) - 1 - have);
+
+		if (n <= 0)
+			break;
+		have += n;
+		buf[have] = 0;
+		char *line = buf, *nl;
+
+		while ((nl = strchr(line, '\n'))) {
+			unsigned long lo, hi, ino;
+
+			*nl = 0;
+			if (sscanf(line, "%lx-%lx %*s %*s %*s %lu", &lo, &hi,
+				   &ino) == 3 && lo == next &&
+			    (len == 0 || ino == inode)) {
+				inode = ino;
+				len += hi - lo;
+				next = hi;
+			} else if (len) {
+				close(fd);
+				return len;
+			}
+			line = nl + 1;
+		}
+		have = buf + have - line;
+		memmove(buf, line, have);
+	}
+	close(fd);
+	return len;
+}
+
+static int hook_shmdt(const void *addr)
+{
+	size_t len = shm_length((uintptr_t)addr);
+
+	/* Unknown length (no /proc): report up to the end of the address
+	 * space rather than nothing. */
+	report((uintptr_t)addr, len ? len : (size_t)-(uintptr_t)addr - 1,
+	       SIB_MEM_SHMDT);
+	void *chain = chain_enter(P_SHMDT);
+	int r = chain ? ((int (*)(const void *))chain)(addr)
+		      : (int)sys_result(sys6(SYS_shmdt, (long)addr, 0, 0, 0,
+					     0, 0));
+
+	chain_leave(P_SHMDT);
+	return r;
+}
+
+/* Decodes a jump another patcher left at an entry point: the 13-byte r11
+ * form, "jmp *0(%rip)" followed by the address, or a jmp rel32. */
+static void *existing_jump(const uint8_t *p)
+{
+	uint64_t a;
+	int32_t rel;
+
+	if (p[0] == 0x49 && p[1] == 0xbb && p[10] == 0x41 && p[11] == 0xff &&
+	    p[12] == 0xe3) {
+		memcpy(&a, p + 2, 8);
+		return (void *)a;
+	}
+	if (p[0] == 0xff && p[1] == 0x25 && !p[2] && !p[3] && !p[4] && !p[5]) {
+		memcpy(&a, p + 6, 8);
+		return (void *)a;
+	}
+	if (p[0] == 0xe9) {
+		memcpy(&rel, p + 1, 4);
+		return (void *)(p + 5 + rel);
+	}
+	return NULL;
+}
+
+static int write_code(uint8_t *at, const uint8_t *bytes, size_t n)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	uintptr_t lo = (uintptr_t)at & ~(uintptr_t)(page - 1);
+	size_t span = (uintptr_t)at + n - lo;
+
+	if (mprotect((void *)lo, span, PROT_READ | PROT_WRITE | PROT_EXEC))
+		return errno;
+	/* The tail first, then the first 8 bytes in one store: a thread
+	 * entering the function meanwhile sees the old entry or the whole
+	 * jump (a thread already past the entry is the limit documented). */
+	memcpy(at + 8, bytes + 8, n - 8);
+	uint64_t head;
+
+	memcpy(&head, bytes, 8);
+	__atomic_store_n((uint64_t *)(void *)at, head, __ATOMIC_SEQ_CST);
+	mprotect((void *)lo, span, PROT_READ | PROT_EXEC);
+	__builtin___clear_cache((char *)at, (char *)at + n);
+	return 0;
+}
+
+static int resolve(void *libc, struct patch *p)
+{
+	Dl_info info;
+	const ElfW(Sym) *sym = NULL;
+
+	p->target = dlsym(libc, p->sym);
+	if (!p->target)
+		return ENOENT;
+	/* The patch must not run past the end of a short function. */
+	if (dladdr1(p->target, &info, (void **)&sym, RTLD_DL_SYMENT) &&
+	    sym && sym->st_size && sym->st_size < PATCH_LEN)
+		return ENOTSUP;
+	memcpy(p->saved, p->target, PATCH_LEN);
+	atomic_store(&p->chain, existing_jump(p->target));
+	return 0;
+}
+
+static int apply(struct patch *p)
+{
+	uint8_t code[PATCH_LEN] = {0x49, 0xbb}; /* movabs $imm64, %r11 */
+	uint64_t dest = (uint64_t)p->hook;
+
+	memcpy(code + 2, &dest, 8);
+	code[10] = 0x41; /* jmp *%r11 */
+	code[11] = 0xff;
+	code[12] = 0xe3;
+	memcpy(p->code, code, PATCH_LEN);
+	int rc = write_code(p->target, code, PATCH_LEN);
+
+	p->applied = rc == 0;
+	return rc;
+}
+
+static void install(void)
+{
+	static const char *const names[P_MAX] = {
+		"munmap", "mmap", "mremap", "madvise", "brk", "shmdt"};
+	void *const hooks[P_MAX] = {
+		(void *)hook_munmap, (void *)hook_mmap, (void *)hook_mremap,
+		(void *)hook_madvise, (void *)hook_brk, (void *)hook_shmdt};
+	void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+	int rc = 0, i;
+	Dl_info self;
+
+	if (!libc) {
+		install_status = ENOTSUP;
+		snprintf(describe_buf, sizeof(describe_buf),
+			 "memory hooks off: libc.so.6 not found");
+		return;
+	}
+	libc_curbrk = dlsym(libc, "__curbrk");
+	const char *bad = libc_curbrk ? NULL : "__curbrk";
+
+	for (i = 0; i < P_MAX && !bad; i++) {
+		patches[i].sym = names[i];
+		patches[i].hook = hooks[i];
+		rc = resolve(libc, &patches[i]);
+		if (rc)
+			bad = names[i];
+	}
+	if (bad) {
+		install_status = ENOTSUP;
+		snprintf(describe_buf, sizeof(describe_buf),
+			 "memory hooks off: libc symbol %s unusable (%s)", bad,
+			 rc == ENOTSUP ? "too short to patch" : "not found");
+		dlclose(libc);
+		return;
+	}
+	/* Our code must outlive any dlclose of the library it is in: libc
+	 * will jump into it for the rest of the process. */
+	if (dladdr((void *)hook_munmap, &self) && self.dli_fname)
+		dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+	for (i = 0; i < P_MAX; i++) {
+		rc = apply(&patches[i]);
+		if (rc)
+			break;
+	}
+	if (rc) {
+		while (--i >= 0)
+			write_code(patches[i].target, patches[i].saved,
+				   PATCH_LEN);
+		install_status = rc;
+		snprintf(describe_buf, sizeof(describe_buf),
+			 "memory hooks off: cannot write libc's code (%s)",
+			 strerror(rc));
+		return;
+	}
+	int chained = 0;
+
+	for (i = 0; i < P_MAX; i++)
+		chained += atomic_load(&patches[i].chain) != NULL;
+	install_status = 0;
+	snprintf(describe_buf, sizeof(describe_buf),
+		 "libc entry points patched (munmap mmap mremap madvise brk "
+		 "shmdt)%s", chained ? ", chained to an earlier patch" : "");
+	/* libc stays open: the patches live in it. */
+}
+
+static pthread_mutex_t verify_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_bool hooks_lost;
+
+int sib_memhook_verify(void)
+{
+	int repatched = 0, lost = 0;
+
+	if (sib_memhook_install() || atomic_load(&hooks_lost))
+		return -1;
+	for (int i = 0; i < P_MAX; i++) { /* the common case: all ours */
+		if (memcmp(patches[i].target, patches[i].code, PATCH_LEN))
+			goto check;
+	}
+	return 0;
+check:
+	pthread_mutex_lock(&verify_lock);
+	for (int i = 0; i < P_MAX; i++) {
+		struct patch *p = &patches[i];
+
+		if (!memcmp(p->target, p->code, PATCH_LEN))
+			continue;
+		if (!(atomic_load(&takeover_seq) & 1)) /* odd: at work */
+			atomic_fetch_add_explicit(&takeover_seq, 1,
+						  memory_order_acq_rel);
+		/* Written over since: by another patcher (chain to its
+		 * hook), or back to libc's original bytes (chain to what
+		 * was there before us). Anything else we cannot follow. */
+		void *other = existing_jump(p->target);
+
+		if (!other && memcmp(p->target, p->saved, PATCH_LEN)) {
+			lost++;
+			continue;
+		}
+		if (!other)
+			other = existing_jump(p->saved);
+		atomic_store_explicit(&p->chain, other, memory_order_release);
+		if (apply(p))
+			lost++;
+		else
+			repatched++;
+	}
+	if (lost) {
+		atomic_store(&hooks_lost, true);
+		snprintf(describe_buf, sizeof(describe_buf),
+			 "memory hooks lost: libc's code was changed under "
+			 "them");
+	}
+	if (!repatched && !lost) { /* another thread put them back */
+		pthread_mutex_unlock(&verify_lock);
+		return 0;
+	}
+	/* Events went elsewhere for a while: every listener forgets all;
+	 * then the sequence turns even again. */
+	report(0, SIZE_MAX, SIB_MEM_UNMAP);
+	atomic_fetch_add_explicit(&takeover_seq, 1, memory_order_acq_rel);
+	pthread_mutex_unlock(&verify_lock);
+	return lost ? -1 : repatched;
+}
+
+#else /* !MEMHOOK_SUPPORTED */
+
+int sib_memhook_verify(void)
+{
+	return -1;
+}
+
+static void install(void)
+{
+	(void)report; /* the hooks that call it are x86_64 only */
+	install_status = ENOTSUP;
+	snprintf(describe_buf, sizeof(describe_buf),
+		 "memory hooks off: only x86_64 with glibc is supported");
+}
+
+#endif
+
+int sib_memhook_install(void)
+{
+	pthread_once(&install_once, install);
+	return install_status;
+}
+
+int sib_memhook_add(sib_memhook_fn fn, void *arg, int *id)
+{
+	int rc = sib_memhook_install();
+
+	if (rc)
+		return rc;
+	if (!fn || !id)
+		return EINVAL;
+	rc = EAGAIN;
+	pthread_rwlock_wrlock(&listeners_lock);
+	for (int i = 0; i < SIB_MEMHOOK_MAX_LISTENERS; i++) {
+		if (!listeners[i].fn) {
+			listeners[i].fn = fn;
+			listeners[i].arg = arg;
+			*id = i;
+			atomic_fetch_add_explicit(&n_listeners, 1,
+						  memory_order_relaxed);
+			rc = 0;
+			break;
+		}
+	}
+	pthread_rwlock_unlock(&listeners_lock);
+	return rc;
+}
+
+void sib_memhook_remove(int id)
+{
+	if (id < 0 || id >= SIB_MEMHOOK_MAX_LISTENERS)
+		return;
+	pthread_rwlock_wrlock(&listeners_lock);
+	if (listeners[id].fn) {
+		listeners[id].fn = NULL;
+		listeners[id].arg = NULL;
+		atomic_fetch_sub_explicit(&n_listeners, 1,
+					  memory_order_relaxed);
+	}
+	pthread_rwlock_unlock(&listeners_lock);
+}
