@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rcache.h"
 #include "sib_rma.h"
 
 #define RKEY_MAGIC 0x5349424bu   /* "SIBK" */
@@ -103,6 +104,11 @@ int sib_rma_init(sib_worker_t *w)
 	rw->chunk = env_size("SIB_RNDV_CHUNK", 4u << 20);
 	if (rw->chunk < 4096)
 		rw->chunk = 4096;
+	/* user buffers of rendezvous and RMA: the registration cache
+	 * (invalidated by the memory hooks before memory is reused) */
+	rw->rcache = sib_rcache_create(w->pd, NULL);
+	if (!rw->rcache)
+		sib_log("no registration cache (errno %d): one per use", errno);
 	w->rma = rw;
 	return 0;
 }
@@ -138,8 +144,9 @@ bool sib_peer_dead(const struct sib_ep *ep)
 
 /* ---------------- registrations of user buffers ---------------- */
 
-/* The one place that registers user buffers: a registration per use until
- * the registration cache (rcache.c) takes over. */
+/* The one place that registers user buffers: through the registration
+ * cache (a hit costs a lookup; rcache.h says how it stays correct when
+ * memory is freed and reused), else a registration per use. */
 struct sib_reg *sib_reg_get(sib_worker_t *w, void *addr, size_t len, int access)
 {
 	struct sib_rma_w *rw = w->rma;
@@ -148,6 +155,19 @@ struct sib_reg *sib_reg_get(sib_worker_t *w, void *addr, size_t len, int access)
 
 	if (!g)
 		return NULL;
+	if (rw->rcache) {
+		g->cache_entry = sib_rcache_get(rw->rcache, addr, len,
+						access | IBV_ACCESS_LOCAL_WRITE,
+						&g->mr);
+		if (!g->cache_entry) {
+			sib_log("registration of %zu bytes failed (errno %d)",
+				len, errno);
+			free(g);
+			return NULL;
+		}
+		rw->regs_active++;
+		return g;
+	}
 	g->mr = ibv_reg_mr(w->pd, addr, len, access | IBV_ACCESS_LOCAL_WRITE);
 	if (!g->mr) {
 		sib_log("registration of %zu bytes failed (errno %d)", len, errno);
@@ -164,7 +184,10 @@ void sib_reg_put(sib_worker_t *w, struct sib_reg *g)
 {
 	if (!g)
 		return;
-	ibv_dereg_mr(g->mr);
+	if (g->cache_entry)
+		sib_rcache_put(w->rma->rcache, g->cache_entry);
+	else
+		ibv_dereg_mr(g->mr);
 	w->rma->regs_active--;
 	free(g);
 }
@@ -597,6 +620,14 @@ void sib_rma_query(sib_worker_t *w, struct sib_worker_attr *a)
 	a->regs_total = rw->regs_total;
 	a->reg_hits = rw->reg_hits;
 	a->reg_miss_ns = rw->reg_miss_ns;
+	if (rw->rcache) {
+		struct sib_rcache_stats cs;
+
+		sib_rcache_stats(rw->rcache, &cs);
+		a->regs_total += cs.misses + cs.uncached;
+		a->reg_hits += cs.hits;
+		a->reg_miss_ns += cs.miss_ns;
+	}
 	a->rndv_tx = rw->rndv_tx;
 	a->rndv_rx = rw->rndv_rx;
 	a->rma_ops = rw->rma_ops;
@@ -630,6 +661,8 @@ void sib_rma_fini(sib_worker_t *w)
 		sib_list_del(&k->link);
 		free(k);
 	}
+	if (rw->rcache && sib_rcache_destroy(rw->rcache))
+		sib_log("registration cache still in use at worker destroy");
 	free(rw);
 	w->rma = NULL;
 }

@@ -38,6 +38,7 @@ struct sib_rma_w {
 	/* registrations */
 	uint32_t regs_active;
 	uint64_t regs_total, reg_hits, reg_miss_ns;
+	struct sib_rcache *rcache;   /* NULL: a registration per use */
 	/* regions and keys */
 	sib_link_t maps, rkeys;
 	uint32_t nmaps, nrkeys;
