@@ -443,7 +443,17 @@ static void hs_on_req(sib_worker_t *w, const struct sib_hs *m)
 		struct sib_tqp *x = SIB_CONTAINER(e, struct sib_tqp, link);
 
 		if (x->host == m->from_host && x->send_qpn == m->send_qpn) {
-			t = x;   /* a request asked again: same answer */
+			if (x->psn == m->psn) {
+				t = x;   /* a request asked again: same answer */
+				break;
+			}
+			/* the sender's QP number came back on a new QP (its old
+			 * one failed, e.g. a remote access error, which also
+			 * put this receive QP in error): a new receive QP */
+			ibv_destroy_qp(x->qp);
+			w->c.recv_qps--;
+			sib_list_del(&x->link);
+			free(x);
 			break;
 		}
 	}
@@ -461,6 +471,7 @@ static void hs_on_req(sib_worker_t *w, const struct sib_hs *m)
 		t->host = m->from_host;
 		t->send_qpn = m->send_qpn;
 		t->from_id = m->from_id;
+		t->psn = m->psn;
 		t->recv_qpn = t->qp->qp_num;
 		sib_list_add_tail(&w->tqps, &t->link);
 	}

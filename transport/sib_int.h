@@ -294,6 +294,8 @@ struct sib_tqp {             /* an XRC receive QP I hold for a remote sender */
 	uint32_t recv_qpn;
 	uint64_t host;
 	uint32_t send_qpn, from_id;
+	uint32_t psn;            /* of the REQ: a new send QP under a reused
+				    number comes with another */
 };
 
 /* ---- context.c ---- */
