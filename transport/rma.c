@@ -83,6 +83,24 @@ static size_t env_size(const char *k, size_t dflt)
 	return (size_t)x;
 }
 
+/* "read" or "write": which side moves a rendezvous's bytes */
+static bool rndv_mode(const char *key, bool dflt)
+{
+	const char *v = getenv(key);
+
+	if (!v)
+		v = getenv("SIB_RNDV_MODE");
+	if (!v || !*v)
+		return dflt;
+	if (!strcmp(v, "read"))
+		return false;
+	if (!strcmp(v, "write"))
+		return true;
+	sib_log("%s=%s: neither read nor write; %s kept", key, v,
+		dflt ? "write" : "read");
+	return dflt;
+}
+
 int sib_rma_init(sib_worker_t *w)
 {
 	struct sib_rma_w *rw = calloc(1, sizeof(*rw));
@@ -102,6 +120,8 @@ int sib_rma_init(sib_worker_t *w)
 	rw->thresh_remote = env_size("SIB_RNDV_THRESH_REMOTE",
 				     env_size("SIB_RNDV_THRESH", SIZE_MAX));
 	rw->chunk = env_size("SIB_RNDV_CHUNK", 4u << 20);
+	rw->write_local = rndv_mode("SIB_RNDV_MODE_LOCAL", true);
+	rw->write_remote = rndv_mode("SIB_RNDV_MODE_REMOTE", true);
 	if (rw->chunk < 4096)
 		rw->chunk = 4096;
 	/* user buffers of rendezvous and RMA: the registration cache

@@ -58,13 +58,26 @@ struct sib_fin {
 	uint32_t pad;
 };
 
-/* A rendezvous send waiting for its FIN. */
+/* WRITE variant: the receiver's buffer, for the sender to write. */
+struct sib_rtr {
+	uint64_t cookie;         /* the sender's */
+	uint64_t rid;            /* the receiver's, echoed in FIN_W */
+	uint64_t want;
+	uint32_t nseg, pad;
+};
+
+/* A rendezvous send waiting for its FIN (read) or writing (write). */
 struct sib_rndv_tx {
 	sib_link_t link;
 	uint64_t cookie;
 	struct sib_ep *ep;
 	struct sib_request *user;
 	uint64_t len;
+	uint32_t out;            /* WRITE pieces in flight */
+	uint64_t rid;
+	sib_status_t st;
+	bool gone;               /* finished while pieces were in flight */
+	struct sib_iov *segs;    /* my segments (WRITE variant) */
 	uint32_t nreg;
 	struct sib_reg *regs[];
 };
@@ -78,6 +91,8 @@ struct sib_rndv_rx {
 	uint64_t cookie, total, want;
 	uint32_t out, hold;      /* pieces in flight; holds of the caller */
 	bool canceled;
+	bool wfin;               /* WRITE variant: waiting for FIN_W */
+	uint64_t rid;
 	sib_status_t st;         /* first failure of a piece */
 	/* AM */
 	uint16_t am_id;
@@ -144,7 +159,14 @@ static void tx_finish(sib_worker_t *w, struct sib_rndv_tx *t, sib_status_t st)
 {
 	struct sib_rma_w *rw = w->rma;
 
+	if (t->out) {   /* WRITEs in flight: the last one finishes it */
+		if (t->st == SIB_OK)
+			t->st = st;
+		t->gone = true;
+		return;
+	}
 	sib_list_del(&t->link);
+	free(t->segs);
 	rw->ntx--;
 	for (uint32_t i = 0; i < t->nreg; i++)
 		sib_reg_put(w, t->regs[i]);
@@ -200,7 +222,9 @@ sib_status_t sib_rndv_send(struct sib_ep *ep, struct sib_hdr *h,
 	t = calloc(1, sizeof(*t) + nseg * sizeof(t->regs[0]));
 	rts = calloc(1, rlen);
 	u = sib_req_new(w, SIB_REQ_SEND, op);
-	if (!t || !rts || !u) {
+	if (t)
+		t->segs = calloc(nseg ? nseg : 1, sizeof(*t->segs));
+	if (!t || !rts || !u || !t->segs) {
 		st = SIB_ERR_NO_MEMORY;
 		goto err;
 	}
@@ -232,6 +256,7 @@ sib_status_t sib_rndv_send(struct sib_ep *ep, struct sib_hdr *h,
 		}
 		seg->addr = (uintptr_t)iov[i].base;
 		seg->len = iov[i].len;
+		t->segs[t->nreg] = iov[i];
 		seg->rkey = t->regs[t->nreg]->mr->rkey;
 		seg++;
 		t->nreg++;
@@ -257,9 +282,11 @@ sib_status_t sib_rndv_send(struct sib_ep *ep, struct sib_hdr *h,
 	*out = u;
 	return SIB_OK;
 err:
-	if (t)
+	if (t) {
 		for (uint32_t i = 0; i < t->nreg; i++)
 			sib_reg_put(w, t->regs[i]);
+		free(t->segs);
+	}
 	free(t);
 	free(rts);
 	free(u);
@@ -354,8 +381,9 @@ static void rx_finish(sib_worker_t *w, struct sib_rndv_rx *x)
 		sib_reg_put(w, x->regs[i]);
 	sib_list_del(&x->link);
 	rw->nrx--;
-	fin_send(w, x, st == SIB_OK ? SIB_OK : st == SIB_ERR_CANCELED ?
-		 SIB_ERR_CANCELED : SIB_ERR_IO);
+	if (!x->rid)   /* read variant: the sender waits for my FIN */
+		fin_send(w, x, st == SIB_OK ? SIB_OK : st == SIB_ERR_CANCELED ?
+			 SIB_ERR_CANCELED : SIB_ERR_IO);
 	if (st == SIB_OK) {
 		rw->rndv_rx++;
 		w->c.rx_msgs[SIB_PROTO_RNDV]++;
@@ -391,7 +419,7 @@ static void piece_done(sib_request_t *p, sib_status_t st, void *arg)
 	x->out--;
 	if (st != SIB_OK && x->st == SIB_OK)
 		x->st = st;
-	if (!x->out && !x->hold)
+	if (!x->out && !x->hold && !x->wfin)
 		rx_finish(x->w, x);
 }
 
@@ -404,7 +432,7 @@ struct lseg {
 };
 
 static int local_segs(sib_worker_t *w, struct sib_rndv_rx *x, struct lseg *ls,
-		      uint32_t *nls)
+		      uint32_t *nls, int access)
 {
 	struct sib_iov one, *v = &one;
 	size_t n = 1, left = x->want;
@@ -422,7 +450,7 @@ static int local_segs(sib_worker_t *w, struct sib_rndv_rx *x, struct lseg *ls,
 
 		if (!l)
 			continue;
-		x->regs[x->nreg] = sib_reg_get(w, v[i].base, l, IBV_ACCESS_LOCAL_WRITE);
+		x->regs[x->nreg] = sib_reg_get(w, v[i].base, l, access);
 		if (!x->regs[x->nreg])
 			return -1;
 		ls[*nls] = (struct lseg){ v[i].base, l, x->regs[x->nreg]->mr->lkey };
@@ -470,7 +498,7 @@ static void rx_read(sib_worker_t *w, struct sib_rndv_rx *x,
 	uint32_t nls, i = 0, j = 0;
 	size_t ri = 0, li = 0, left = x->want, chunk = w->rma->chunk;
 
-	if (local_segs(w, x, ls, &nls)) {
+	if (local_segs(w, x, ls, &nls, IBV_ACCESS_LOCAL_WRITE)) {
 		x->st = SIB_ERR_NO_RESOURCE;
 		return;
 	}
@@ -502,6 +530,45 @@ static void rx_read(sib_worker_t *w, struct sib_rndv_rx *x,
 	}
 	if (left)
 		x->st = SIB_ERR_IO;   /* segments shorter than announced */
+}
+
+/* WRITE variant: expose the buffer and ask the sender to write it. */
+static void rx_ask_write(sib_worker_t *w, struct sib_rndv_rx *x)
+{
+	static __thread struct lseg ls[SIB_IOV_MAX];
+	struct sib_hdr h = { .type = SIB_MSG_RTR };
+	struct sib_rtr *m;
+	struct sib_rseg *seg;
+	sib_request_t *c;
+	uint32_t nls;
+	size_t len;
+
+	if (local_segs(w, x, ls, &nls, IBV_ACCESS_REMOTE_WRITE)) {
+		x->st = SIB_ERR_NO_RESOURCE;
+		return;
+	}
+	len = sizeof(*m) + nls * sizeof(*seg);
+	m = calloc(1, len);
+	if (!m) {
+		x->st = SIB_ERR_NO_MEMORY;
+		return;
+	}
+	x->rid = w->rma->cookie_next++;
+	*m = (struct sib_rtr){ .cookie = x->cookie, .rid = x->rid, .want = x->want,
+			       .nseg = nls };
+	seg = (struct sib_rseg *)(m + 1);
+	for (uint32_t i = 0; i < nls; i++)
+		seg[i] = (struct sib_rseg){ (uintptr_t)ls[i].addr, ls[i].len,
+					    x->regs[i]->mr->rkey, 0 };
+	if (len > sib_eager_max(w) ||
+	    sib_send_start(x->ep, &h, m, len, NULL, 0, NULL, &c)) {
+		x->st = SIB_ERR_NO_RESOURCE;
+		x->rid = 0;
+	} else {
+		sib_request_free(c);
+		x->wfin = true;
+	}
+	free(m);
 }
 
 /* Start reading an RTS (p, len: its payload) for receive r (NULL: AM). */
@@ -550,11 +617,125 @@ static void rx_start(sib_worker_t *w, struct sib_request *r, struct sib_ep *ep,
 	rs = (const void *)(p + sizeof(*rts) + HPAD(rts->hlen));
 	if (ep->failed)
 		x->st = SIB_ERR_PEER_FAILED;
+	else if (!x->st && x->want && (ep->host->local ? w->rma->write_local :
+					  w->rma->write_remote))
+		rx_ask_write(w, x);
 	else if (!x->st && x->want)
 		rx_read(w, x, rs, rts->nseg);
 	(void)len;
-	if (!--x->hold && !x->out)
+	if (!--x->hold && !x->out && !x->wfin)
 		rx_finish(w, x);
+}
+
+/* ---------------- WRITE variant, sender side ---------------- */
+
+static void fin_w_send(sib_worker_t *w, struct sib_rndv_tx *t, sib_status_t st)
+{
+	struct sib_hdr h = { .type = SIB_MSG_FIN_W };
+	struct sib_fin f = { .cookie = t->rid, .status = st };
+	sib_request_t *c;
+
+	if (w->rma->destroying || t->ep->failed)
+		return;
+	if (sib_send_start(t->ep, &h, &f, sizeof(f), NULL, 0, NULL, &c) == SIB_OK)
+		sib_request_free(c);
+}
+
+static void wpiece_done(sib_request_t *p, sib_status_t st, void *arg)
+{
+	struct sib_rndv_tx *t = arg;
+	sib_worker_t *w = p->w;
+
+	free(p->rdma);
+	p->rdma = NULL;
+	t->out--;
+	if (st != SIB_OK && t->st == SIB_OK)
+		t->st = st;
+	if (t->out)
+		return;
+	if (!t->gone)
+		fin_w_send(w, t, t->st == SIB_OK ? SIB_OK : SIB_ERR_IO);
+	tx_finish(w, t, t->st);
+}
+
+static void tx_write(sib_worker_t *w, struct sib_rndv_tx *t, const uint8_t *p,
+		     size_t len)
+{
+	const struct sib_rtr *m = (const void *)p;
+	const struct sib_rseg *rs = (const void *)(m + 1);
+	size_t left, ri = 0, li = 0, chunk = w->rma->chunk;
+	uint32_t i = 0, j = 0;
+
+	if (len < sizeof(*m) || m->nseg > SIB_IOV_MAX ||
+	    len < sizeof(*m) + m->nseg * sizeof(*rs) || m->want > t->len)
+		return;
+	t->rid = m->rid;
+	left = m->want;
+	t->out++;   /* held while posting */
+	while (left && i < t->nreg && j < m->nseg) {
+		size_t n = t->segs[i].len - li;
+		struct sib_request *q;
+		struct sib_rdma *d;
+
+		if (n > rs[j].len - ri)
+			n = rs[j].len - ri;
+		if (n > chunk)
+			n = chunk;
+		if (n > left)
+			n = left;
+		q = sib_req_new(w, SIB_REQ_SEND, &(struct sib_op_params){
+					.send_cb = wpiece_done, .cb_arg = t });
+		d = calloc(1, sizeof(*d));
+		if (!q || !d) {
+			free(q);
+			free(d);
+			t->st = SIB_ERR_NO_MEMORY;
+			break;
+		}
+		*d = (struct sib_rdma){ .opcode = IBV_WR_RDMA_WRITE,
+					.laddr = (uintptr_t)t->segs[i].base + li,
+					.len = (uint32_t)n, .lkey = t->regs[i]->mr->lkey,
+					.raddr = rs[j].addr + ri, .rkey = rs[j].rkey,
+					.srqn = t->ep->addr.srqn[0], .parent = t };
+		q->ep = t->ep;
+		q->proto = SIB_PROTO_RNDV;
+		q->rdma = d;
+		q->freed = true;
+		t->ep->tx_issued++;
+		t->out++;
+		sib_host_submit(w, t->ep->host, q);
+		left -= n;
+		li += n;
+		ri += n;
+		if (li == t->segs[i].len) {
+			i++;
+			li = 0;
+		}
+		if (ri == rs[j].len) {
+			j++;
+			ri = 0;
+		}
+	}
+	if (left && t->st == SIB_OK)
+		t->st = SIB_ERR_IO;
+	/* the posting hold: as if a piece completed */
+	t->out--;
+	if (!t->out) {
+		if (!t->gone)
+			fin_w_send(w, t, t->st == SIB_OK ? SIB_OK : SIB_ERR_IO);
+		tx_finish(w, t, t->st);
+	}
+}
+
+static struct sib_rndv_rx *rx_find(struct sib_rma_w *rw, uint64_t rid)
+{
+	for (sib_link_t *e = rw->rx.next; e != &rw->rx; e = e->next) {
+		struct sib_rndv_rx *x = SIB_CONTAINER(e, struct sib_rndv_rx, link);
+
+		if (x->rid == rid && x->wfin)
+			return x;
+	}
+	return NULL;
 }
 
 static bool rts_valid(const uint8_t *p, size_t len)
@@ -586,6 +767,35 @@ void sib_rndv_rx(sib_worker_t *w, struct sib_ep *src, const struct sib_hdr *h,
 			tx_finish(w, t, f.status == SIB_OK ? SIB_OK :
 				  f.status == SIB_ERR_CANCELED ? SIB_ERR_CANCELED :
 				  SIB_ERR_IO);
+		return;
+	}
+	if (h->type == SIB_MSG_RTR) {
+		struct sib_rndv_tx *t;
+		uint64_t ck;
+
+		if (len < sizeof(struct sib_rtr))
+			return;
+		memcpy(&ck, p, sizeof(ck));
+		t = tx_find(w->rma, ck);
+		if (t && !t->gone)
+			tx_write(w, t, p, len);
+		return;
+	}
+	if (h->type == SIB_MSG_FIN_W) {
+		struct sib_fin f;
+		struct sib_rndv_rx *x;
+
+		if (len < sizeof(f))
+			return;
+		memcpy(&f, p, sizeof(f));
+		x = rx_find(w->rma, f.cookie);
+		if (!x)
+			return;
+		x->wfin = false;
+		if (f.status != SIB_OK && x->st == SIB_OK)
+			x->st = SIB_ERR_IO;
+		if (!x->out && !x->hold)
+			rx_finish(w, x);
 		return;
 	}
 	if (!rts_valid(p, len)) {
@@ -661,8 +871,9 @@ sib_status_t sib_rndv_cancel(sib_worker_t *w, struct sib_request *r)
 			sib_send_finished(w, p, SIB_ERR_CANCELED);
 		}
 	/* the pieces already posted write into the buffer: the receive
-	 * completes after the last of them */
-	if (!--x->hold && !x->out)
+	 * completes after the last of them (WRITE variant: after the
+	 * sender's FIN_W, its writes being beyond my reach) */
+	if (!--x->hold && !x->out && !x->wfin)
 		rx_finish(w, x);
 	return SIB_OK;
 }
@@ -679,6 +890,18 @@ void sib_rndv_ep_failed(sib_worker_t *w, struct sib_ep *ep)
 		n = e->next;
 		if (t->ep == ep)
 			tx_finish(w, t, SIB_ERR_PEER_FAILED);
+	}
+	for (e = w->rma->rx.next; e != &w->rma->rx; e = n) {
+		struct sib_rndv_rx *x = SIB_CONTAINER(e, struct sib_rndv_rx, link);
+
+		n = e->next;
+		if (x->ep != ep || !x->wfin)
+			continue;
+		x->wfin = false;
+		if (x->st == SIB_OK)
+			x->st = SIB_ERR_PEER_FAILED;
+		if (!x->out && !x->hold)
+			rx_finish(w, x);
 	}
 }
 
@@ -704,8 +927,25 @@ void sib_rndv_fini(sib_worker_t *w)
 {
 	if (!w->rma)
 		return;
+	sib_link_t *e, *n;
+
 	w->rma->destroying = true;
-	while (!sib_list_empty(&w->rma->tx))
-		tx_finish(w, SIB_CONTAINER(w->rma->tx.next, struct sib_rndv_tx,
-					   link), SIB_ERR_CANCELED);
+	/* those with WRITEs in flight finish as the runtime takes them back */
+	for (e = w->rma->tx.next; e != &w->rma->tx; e = n) {
+		n = e->next;
+		tx_finish(w, SIB_CONTAINER(e, struct sib_rndv_tx, link),
+			  SIB_ERR_CANCELED);
+	}
+	/* reads waiting for a FIN_W that will not come */
+	for (e = w->rma->rx.next; e != &w->rma->rx; e = n) {
+		struct sib_rndv_rx *x = SIB_CONTAINER(e, struct sib_rndv_rx, link);
+
+		n = e->next;
+		if (!x->wfin)
+			continue;
+		x->wfin = false;
+		x->st = SIB_ERR_CANCELED;
+		if (!x->out && !x->hold)
+			rx_finish(w, x);
+	}
 }

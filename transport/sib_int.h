@@ -59,7 +59,10 @@ enum sib_msg_type { SIB_MSG_TAG = 1, SIB_MSG_AM = 2,
 		   /* rendezvous control (rndv.c): ready-to-send of a tagged
 		    * message or of an active message, and the receiver's
 		    * "done reading, reuse your buffer" */
-		   SIB_MSG_RTS = 3, SIB_MSG_AM_RTS = 4, SIB_MSG_FIN = 5 };
+		   SIB_MSG_RTS = 3, SIB_MSG_AM_RTS = 4, SIB_MSG_FIN = 5,
+		   /* the WRITE variant: the receiver's buffer (RTR), and the
+		    * sender's "written" (FIN_W) */
+		   SIB_MSG_RTR = 6, SIB_MSG_FIN_W = 7 };
 
 struct sib_hdr {
 	uint8_t type;       /* enum sib_msg_type */

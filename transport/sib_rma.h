@@ -51,6 +51,7 @@ struct sib_rma_w {
 	uint32_t ntx, nrx;
 	uint64_t cookie_next, rndv_tx, rndv_rx;
 	size_t thresh_local, thresh_remote, chunk;
+	bool write_local, write_remote;   /* WRITE variant per path */
 	bool destroying;
 };
 

@@ -251,7 +251,9 @@ static void test_cancel(void)
 	CU_ASSERT_EQUAL(sib_request_cancel(r), SIB_OK);
 	wait2(s, r, &ss, &st);
 	CU_ASSERT_EQUAL(st.status, SIB_ERR_CANCELED);
-	CU_ASSERT_EQUAL(ss, SIB_ERR_CANCELED);
+	/* read variant: the FIN says cancelled; write variant: the sender
+	 * wrote it all before the receiver's FIN_W-wait ended */
+	CU_ASSERT(ss == SIB_ERR_CANCELED || ss == SIB_OK);
 	sib_request_free(s);
 	sib_request_free(r);
 	free(src);
