@@ -5,9 +5,11 @@
  *   worker.c   a worker's verbs objects, progress, sleeping, async events
  *   host.c     XRC send QPs (one per remote host), receive QPs, the UD
  *              handshake that connects them, failure and reconnection
- *   proto.c    the protocol table (short, eager; rendezvous slot empty)
+ *   proto.c    the protocol table (short, eager, rendezvous)
  *              and the receive path
  *   tag.c      requests, endpoints, tagged operations, active messages
+ *   rndv.c     the rendezvous protocol (RTS / RTR / FIN, READ or WRITE)
+ *   rma.c      regions, keys, put / get / atomics, user-buffer registrations
  *   stats.c    counters, sib_worker_query, the diagnostics file
  *   pmix.c     sib_init_pmix
  *
