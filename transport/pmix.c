@@ -24,6 +24,8 @@ static void dead_queue(uint32_t rank)
 
 	if (!w)
 		return;
+	if (getenv("SIB_DEBUG"))
+		sib_log("PMIx: rank %u has terminated", rank);
 	pthread_mutex_lock(&w->dead_lock);
 	if (w->ndead < sizeof(w->dead_ids) / sizeof(w->dead_ids[0]))
 		w->dead_ids[w->ndead++] = rank;
@@ -37,6 +39,8 @@ static void on_event(size_t id, pmix_status_t status, const pmix_proc_t *source,
 {
 	bool found = false;
 
+	if (getenv("SIB_DEBUG"))
+		sib_log("PMIx event %d (%s)", status, PMIx_Error_string(status));
 	(void)id;
 	(void)status;
 	(void)results;
