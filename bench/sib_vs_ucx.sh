@@ -42,6 +42,7 @@ for ((i = 0; i < REPS; i++)); do
 	echo "ucx get_lat 8 $(ucx ucp_get 8 20000)" | tee -a "$tmp/all"
 	echo "sib tag_lat 8 $(sib tag_lat 16)" | tee -a "$tmp/all"
 	echo "ucx tag_lat 8 $(ucx tag_lat 8 20000)" | tee -a "$tmp/all"
+	echo "sib fadd_lat 8 $(sib add_lat 8)" | tee -a "$tmp/all"
 	echo "ucx fadd_lat 8 $(ucx ucp_fadd 8 20000)" | tee -a "$tmp/all"
 done
 echo "# medians over $REPS runs (load $(cut -d' ' -f1-3 /proc/loadavg))"
