@@ -217,14 +217,16 @@ void sib_reg_put(sib_worker_t *w, struct sib_reg *g)
 int sib_rdma_post(sib_worker_t *w, struct sib_host *h, struct sib_request *r)
 {
 	struct sib_rdma *d = r->rdma;
-	struct ibv_sge sge = { .addr = d->laddr, .length = d->len, .lkey = d->lkey };
-	struct ibv_send_wr wr = {
+	struct ibv_sge sge;
+	struct ibv_send_wr wr, *bad;
+
+	if (!d)   /* nothing one-sided to post (never queued so) */
+		return ENOSYS;
+	sge = (struct ibv_sge){ .addr = d->laddr, .length = d->len, .lkey = d->lkey };
+	wr = (struct ibv_send_wr){
 		.wr_id = (uintptr_t)r, .sg_list = &sge, .num_sge = d->len ? 1 : 0,
 		.opcode = d->opcode, .send_flags = IBV_SEND_SIGNALED,
-	}, *bad;
-
-	if (!d)
-		return ENOSYS;
+	};
 	if (d->bounce) {
 		if (r->slot < 0) {
 			if (!w->nfree)
