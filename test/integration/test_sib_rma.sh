@@ -11,7 +11,9 @@
 #  2. the same with a rank killed mid-rendezvous (-k 1): the receive from
 #     it and the send to it end with SIB_ERR_PEER_FAILED;
 #  3. 1 and 2 again across 3 namespace hosts (1 rank each: every transfer
-#     crosses the UDP link).
+#     crosses the UDP link);
+#  4. the READ variant of the rendezvous (SIB_RNDV_MODE=read; the default
+#     is WRITE): the CUnit suite under ASan, 1 on one host and on 3 hosts.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 . test/integration/lib.sh
@@ -45,6 +47,16 @@ death_ok "$log" || cat "$log"
 check "one host: rank killed mid-rendezvous, receive and send end PEER_FAILED" \
 	death_ok "$log"
 
+log=$SIB_TMP/rma1r.log
+timeout -k 5 240 mpirun -np 3 --oversubscribe -x SIB_RNDV_MODE=read "$prog" \
+	>"$log" 2>&1
+rc=$?
+ok_ranks "$log" 3 || cat "$log"
+check "one host, READ variant: tag, put/get/atomics, access errors (rc $rc)" \
+	ok_ranks "$log" 3
+check "unit: test_sib_rma, READ variant (ASan)" \
+	sib_run 120 env SIB_RNDV_MODE=read build/asan/test/test_sib_rma
+
 if ! hosts_up 3; then
 	echo "test_sib_rma.sh: no network namespaces here: hosts part skipped"
 	summary
@@ -55,6 +67,14 @@ HOSTS_TIMEOUT=300 hosts_mpirun 3 1 -x SIB_QUIET "$prog" >"$log" 2>&1
 rc=$?
 ok_ranks "$log" 3 || cat "$log"
 check "3 hosts: tag 0 B..64 MiB, put/get/atomics, access errors (rc $rc)" \
+	ok_ranks "$log" 3
+
+log=$SIB_TMP/rma3r.log
+HOSTS_TIMEOUT=300 hosts_mpirun 3 1 -x SIB_QUIET -x SIB_RNDV_MODE=read "$prog" \
+	>"$log" 2>&1
+rc=$?
+ok_ranks "$log" 3 || cat "$log"
+check "3 hosts, READ variant: tag, put/get/atomics, access errors (rc $rc)" \
 	ok_ranks "$log" 3
 
 log=$SIB_TMP/rma3k.log
