@@ -67,8 +67,11 @@ static int cq_publish(struct hca_dev *dev, struct hca_cq *cq, uint32_t cap)
 	e->inl_off = inl_off;
 	e->inl_bytes = inl_off ? inl_bytes : 0;
 	atomic_store(&e->ev_pending, 0);
-	if (inl_off)
+	if (inl_off) {
 		atomic_fetch_add(&dev->inl_cqs, 1);
+		if (idx + 1 > atomic_load(&dev->inl_cq_hi))
+			atomic_store(&dev->inl_cq_hi, idx + 1);
+	}
 	e->owner = dev->slot;
 	e->owner_gen = dev->gen;
 	e->ring_off = off;

@@ -52,12 +52,12 @@ enum { INL_FREE = 0, INL_FILLING, INL_READY, INL_COPYING, INL_DONE, INL_REFUSED 
 
 #define INL_POOL_HDR 128
 
-static int inl_max_env = -1;
+static _Atomic int inl_max_env = -1;
 
 /* The threshold: SOFTIB_INLINE_MAX if set (0 disables), else measured. */
 uint32_t hca_inl_max(void)
 {
-	int v = __atomic_load_n(&inl_max_env, __ATOMIC_RELAXED);
+	int v = atomic_load_explicit(&inl_max_env, memory_order_relaxed);
 
 	if (v < 0) {
 		const char *s = getenv("SOFTIB_INLINE_MAX");
@@ -68,7 +68,7 @@ uint32_t hca_inl_max(void)
 		if (l > HCA_INL_LIMIT)
 			l = HCA_INL_LIMIT;
 		v = (int)l;
-		__atomic_store_n(&inl_max_env, v, __ATOMIC_RELAXED);
+		atomic_store_explicit(&inl_max_env, v, memory_order_relaxed);
 	}
 	return (uint32_t)v;
 }
@@ -258,16 +258,23 @@ void hca_inl_drop(struct hca_dev *dev, uint32_t cq_idx, uint16_t inl)
  * Progress thread: copy every payload that waits in the pools of our
  * CQs, so that data lands even in a process that does not poll. Under
  * the segment lock, which CQ creation and destruction take: no pool is
- * freed under us.
+ * freed under us. At most once in HCA_INL_SWEEP_NS: the thread's timer
+ * also fires for every retransmission deadline of the UDP link.
  */
 void hca_inl_sweep(struct hca_dev *dev)
 {
 	struct hca_seg *seg = dev->seg;
+	uint32_t hi = atomic_load_explicit(&dev->inl_cq_hi, memory_order_relaxed);
+	uint64_t now;
 
 	if (!atomic_load_explicit(&dev->inl_cqs, memory_order_relaxed))
 		return;
+	now = hca_now_ns();
+	if (now - dev->inl_swept_ns < HCA_INL_SWEEP_NS)
+		return;
+	dev->inl_swept_ns = now;
 	hca_seg_lock(seg);
-	for (uint32_t i = 1; i < HCA_MAX_CQ; i++) {
+	for (uint32_t i = 1; i < hi && i < HCA_MAX_CQ; i++) {
 		struct hca_cq *cq = dev->cq_tab[i];
 		struct hca_inl_pool *p;
 

@@ -108,6 +108,8 @@ struct hca_dev {
 	_Atomic uint32_t polls_at_arm; /* ... when a CQ was last armed */
 	bool link_paused;       /* progress thread leaves the socket to pollers */
 	_Atomic int inl_cqs;    /* our CQs with an inline pool (cq_inline.c) */
+	_Atomic uint32_t inl_cq_hi; /* above the highest index of one of them */
+	uint64_t inl_swept_ns;  /* the progress thread's last sweep */
 	/* the progress thread's one-shot watch of the link socket: whether
 	 * it is armed, and how many application threads sleep on the socket
 	 * themselves meanwhile (hca_chan_get_event), under link_watch_lock */
@@ -172,6 +174,7 @@ struct hca_cqe {
 #define HCA_INL_SLOTS   30      /* at most, per CQ (fewer for a small CQ):
 				 * 30 slots of 16 KiB fill a 512 KiB block */
 #define HCA_INL_PROC_POOLS 64   /* pools a process may hold (32 MiB) */
+#define HCA_INL_SWEEP_NS (100ULL * 1000000ULL) /* progress-thread sweeps */
 
 struct hca_inl_iov {
 	uint64_t addr;           /* in the CQ owner's address space */

@@ -74,6 +74,20 @@ for mode in cma nocma; do
 	done
 done
 
+# A receiver that never polls still gets an inline payload: its progress
+# thread copies it, and the completion that follows is whole.
+for mode in cma nocma; do
+	nocma=0
+	[ $mode = nocma ] && nocma=1
+	log=$SIB_TMP/nopoll.$mode.log
+	if sib_run 60 env SOFTIB_NO_CMA=$nocma build/test/inline_nopoll >"$log" 2>&1; then
+		pass "inline payload lands without a poll ($mode): $(cat "$log")"
+	else
+		fail "inline payload lands without a poll ($mode)"
+		cat "$log"
+	fi
+done
+
 # The UDP link between the processes of this host (SOFTIB_LINK=udp): the
 # same checks over RoCEv2 packets, PSNs and ACKs. RC only: UC and UD may
 # lose datagrams on a real UDP path (a full socket buffer), by design.

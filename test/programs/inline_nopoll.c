@@ -1,0 +1,160 @@
+/*
+ * inline_nopoll: a receiver that never polls still gets its data.
+ *
+ * Two processes, an RC QP each, connected over softib0. The receiver
+ * posts one receive and then only watches its buffer; the sender SENDs a
+ * small message (which travels through the receive CQ's inline pool,
+ * hca/cq_inline.c). The receiver's progress thread must copy it into the
+ * buffer without any ibv_poll_cq (within STALL_MS); the poll that follows
+ * must then return the completion, successful, with the right length.
+ * Exit 0 when both hold. Run it with and without SOFTIB_NO_CMA=1.
+ */
+#include <infiniband/verbs.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define STALL_MS 5000
+#define MSG "softib: landed without a poll"
+
+struct side {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	char buf[4096];
+};
+
+static void die(const char *what)
+{
+	fprintf(stderr, "inline_nopoll: %s\n", what);
+	exit(2);
+}
+
+static void open_side(struct side *s)
+{
+	struct ibv_device **l = ibv_get_device_list(NULL);
+	struct ibv_qp_init_attr a = { .qp_type = IBV_QPT_RC,
+				      .cap = { .max_send_wr = 4, .max_recv_wr = 4,
+					       .max_send_sge = 1, .max_recv_sge = 1 } };
+	struct ibv_qp_attr m = { .qp_state = IBV_QPS_INIT, .port_num = 1 };
+
+	if (!l || !l[0] || !(s->ctx = ibv_open_device(l[0])))
+		die("no device");
+	ibv_free_device_list(l);
+	s->pd = ibv_alloc_pd(s->ctx);
+	s->cq = s->pd ? ibv_create_cq(s->ctx, 16, NULL, NULL, 0) : NULL;
+	a.send_cq = a.recv_cq = s->cq;
+	s->qp = s->cq ? ibv_create_qp(s->pd, &a) : NULL;
+	s->mr = s->qp ? ibv_reg_mr(s->pd, s->buf, sizeof(s->buf),
+				   IBV_ACCESS_LOCAL_WRITE) : NULL;
+	if (!s->mr || ibv_modify_qp(s->qp, &m, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+				    IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+		die("verbs objects");
+}
+
+static void connect_side(struct side *s, uint32_t peer)
+{
+	struct ibv_port_attr pa;
+	struct ibv_qp_attr r = { .qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024,
+				 .dest_qp_num = peer, .max_dest_rd_atomic = 1,
+				 .min_rnr_timer = 12, .ah_attr = { .port_num = 1 } };
+	struct ibv_qp_attr t = { .qp_state = IBV_QPS_RTS, .timeout = 14, .retry_cnt = 7,
+				 .rnr_retry = 7, .max_rd_atomic = 1 };
+
+	if (ibv_query_port(s->ctx, 1, &pa))
+		die("query port");
+	r.ah_attr.dlid = pa.lid;
+	if (ibv_modify_qp(s->qp, &r, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+			  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+			  IBV_QP_MIN_RNR_TIMER) ||
+	    ibv_modify_qp(s->qp, &t, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+			  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+		die("connect");
+}
+
+static int receiver(struct side *s, int tell)
+{
+	struct ibv_sge g = { (uintptr_t)s->buf, sizeof(s->buf), s->mr->lkey };
+	struct ibv_recv_wr w = { .wr_id = 7, .sg_list = &g, .num_sge = 1 }, *bad;
+	volatile char *v = s->buf;
+	struct ibv_wc wc;
+	int ms = 0, n;
+	char x = 1;
+
+	if (ibv_post_recv(s->qp, &w, &bad) || write(tell, &x, 1) != 1)
+		die("post recv");
+	while (memcmp((const char *)v, MSG, sizeof(MSG)) && ms < STALL_MS) {
+		usleep(1000);
+		ms++;
+	}
+	if (ms >= STALL_MS) {
+		printf("FAIL: the payload did not land within %d ms without a poll\n",
+		       STALL_MS);
+		return 1;
+	}
+	n = ibv_poll_cq(s->cq, 1, &wc);
+	if (n != 1 || wc.status != IBV_WC_SUCCESS || wc.wr_id != 7 ||
+	    wc.byte_len != sizeof(MSG)) {
+		printf("FAIL: after it landed, poll gave %d (status %d, length %u)\n", n,
+		       n == 1 ? (int)wc.status : -1, n == 1 ? wc.byte_len : 0);
+		return 1;
+	}
+	printf("landed without a poll after %d ms; the completion followed\n", ms);
+	return 0;
+}
+
+static int sender(struct side *s, int wait_fd)
+{
+	struct ibv_sge g = { (uintptr_t)s->buf, sizeof(MSG), s->mr->lkey };
+	struct ibv_send_wr w = { .wr_id = 9, .sg_list = &g, .num_sge = 1,
+				 .opcode = IBV_WR_SEND,
+				 .send_flags = IBV_SEND_SIGNALED }, *bad;
+	struct ibv_wc wc;
+	char x;
+	int n;
+
+	if (read(wait_fd, &x, 1) != 1)
+		die("receiver gone");
+	memcpy(s->buf, MSG, sizeof(MSG));
+	if (ibv_post_send(s->qp, &w, &bad))
+		die("post send");
+	while ((n = ibv_poll_cq(s->cq, 1, &wc)) == 0)
+		;
+	if (n != 1 || wc.status != IBV_WC_SUCCESS)
+		die("send completion");
+	return 0;
+}
+
+int main(void)
+{
+	static struct side s;
+	int to_child[2], to_parent[2], st = 0, rc;
+	uint32_t mine, peer;
+	pid_t pid;
+
+	if (pipe(to_child) || pipe(to_parent))
+		die("pipe");
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		die("fork");
+	open_side(&s);
+	mine = s.qp->qp_num;
+	if (write(pid ? to_child[1] : to_parent[1], &mine, 4) != 4 ||
+	    read(pid ? to_parent[0] : to_child[0], &peer, 4) != 4)
+		die("exchange");
+	connect_side(&s, peer);
+	if (!pid) {
+		rc = receiver(&s, to_parent[1]);
+		fflush(stdout);
+		_exit(rc);
+	}
+	rc = sender(&s, to_parent[0]);
+	waitpid(pid, &st, 0);
+	return rc ? rc : WIFEXITED(st) ? WEXITSTATUS(st) : 3;
+}
