@@ -226,7 +226,10 @@ SIB_API sib_status_t sib_request_wait(sib_request_t *req,
 SIB_API sib_status_t sib_request_cancel(sib_request_t *req);
 SIB_API void sib_request_free(sib_request_t *req);
 
-/* Active messages.  The handler runs from progress with the header and the
+/* Active messages.  Any payload size: above the path's rendezvous threshold
+ * the receiver fetches the payload (keep `data` untouched until the request
+ * completes; the header travels in the RTS) and the handler runs once all
+ * of it is there.  The handler runs from progress with the header and the
  * payload.  It returns SIB_OK (payload no longer needed after return) or
  * SIB_INPROGRESS (it keeps the payload: release it later with
  * sib_am_data_release(w, data)). */
