@@ -28,7 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sib.h"
+#include "transport/sib.h"   /* installed as build/include/sib.h */
 
 static struct sib_job job;
 static int fails;
