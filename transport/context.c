@@ -40,6 +40,7 @@ static const char *const status_names[] = {
 	[-SIB_ERR_TIMEOUT + 1] = "timed out",
 	[-SIB_ERR_NO_MESSAGE + 1] = "no matching message",
 	[-SIB_ERR_BOOTSTRAP + 1] = "bootstrap (PMIx) failed",
+	[-SIB_ERR_REMOTE_ACCESS + 1] = "remote access error (outside an exposed region, or an unmapped key)",
 };
 
 SIB_API const char *sib_status_string(sib_status_t st)

@@ -214,7 +214,7 @@ static int send_qp_connect(sib_worker_t *w, struct ibv_qp *qp, uint32_t dqpn,
 		return -1;
 	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTS, .sq_psn = psn,
 				  .timeout = 14, .retry_cnt = 7, .rnr_retry = 7,
-				  .max_rd_atomic = 1 };
+				  .max_rd_atomic = (uint8_t)sib_rd_atomic(w) };
 	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN |
 			     IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
 			     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
@@ -229,7 +229,12 @@ static struct ibv_qp *recv_qp_create(sib_worker_t *w, uint32_t sqpn,
 		.qp_type = IBV_QPT_XRC_RECV,
 		.comp_mask = IBV_QP_INIT_ATTR_XRCD, .xrcd = w->xrcd,
 	};
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1 };
+	/* RDMA and atomics from the sender (rendezvous, RMA): the rkey and
+	 * the named SRQ's owner decide what memory, per process */
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+				 .qp_access_flags = IBV_ACCESS_REMOTE_READ |
+						    IBV_ACCESS_REMOTE_WRITE |
+						    IBV_ACCESS_REMOTE_ATOMIC };
 	struct ibv_qp *qp = ibv_create_qp_ex(w->dev, &ta);
 
 	if (!qp)
@@ -239,7 +244,8 @@ static struct ibv_qp *recv_qp_create(sib_worker_t *w, uint32_t sqpn,
 	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTR,
 				  .path_mtu = w->port.active_mtu,
 				  .dest_qp_num = sqpn, .rq_psn = psn,
-				  .max_dest_rd_atomic = 1, .min_rnr_timer = 1 };
+				  .max_dest_rd_atomic = (uint8_t)sib_rd_atomic(w),
+				  .min_rnr_timer = 1 };
 	av_fill(w, &a.ah_attr, gid, lid);
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
 			  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
@@ -394,7 +400,10 @@ void sib_host_send_done(sib_worker_t *w, struct ibv_wc *wc)
 		return;
 	}
 	h->state = SIB_CONN_DRAIN;
-	if (wc->status != IBV_WC_WR_FLUSH_ERR) {
+	if (sib_rdma_access_error(w, r, wc->status)) {
+		/* an RDMA or atomic refused by the target (rma.c completed
+		 * it): the peer is alive; the QP is recovered below */
+	} else if (wc->status != IBV_WC_WR_FLUSH_ERR) {
 		/* the WR that broke the QP: is its receiver gone?  An SRQ
 		 * the far domain does not know is a process that left. */
 		dead = wc->status == IBV_WC_REM_INV_REQ_ERR ||
@@ -405,8 +414,10 @@ void sib_host_send_done(sib_worker_t *w, struct ibv_wc *wc)
 				pid_dead(r->ep) ? "dead" : "alive",
 				dead ? "peer failed" : "sent again");
 		if (dead) {
+			struct sib_ep *ep = r->ep;   /* r may be freed below */
+
 			sib_send_finished(w, r, SIB_ERR_PEER_FAILED);
-			sib_ep_fail(w, r->ep);
+			sib_ep_fail(w, ep);
 		} else {
 			sib_list_add_tail(&h->retry, &r->qlink);
 		}
@@ -432,7 +443,17 @@ static void hs_on_req(sib_worker_t *w, const struct sib_hs *m)
 		struct sib_tqp *x = SIB_CONTAINER(e, struct sib_tqp, link);
 
 		if (x->host == m->from_host && x->send_qpn == m->send_qpn) {
-			t = x;   /* a request asked again: same answer */
+			if (x->psn == m->psn) {
+				t = x;   /* a request asked again: same answer */
+				break;
+			}
+			/* the sender's QP number came back on a new QP (its old
+			 * one failed, e.g. a remote access error, which also
+			 * put this receive QP in error): a new receive QP */
+			ibv_destroy_qp(x->qp);
+			w->c.recv_qps--;
+			sib_list_del(&x->link);
+			free(x);
 			break;
 		}
 	}
@@ -450,6 +471,7 @@ static void hs_on_req(sib_worker_t *w, const struct sib_hs *m)
 		t->host = m->from_host;
 		t->send_qpn = m->send_qpn;
 		t->from_id = m->from_id;
+		t->psn = m->psn;
 		t->recv_qpn = t->qp->qp_num;
 		sib_list_add_tail(&w->tqps, &t->link);
 	}
@@ -548,7 +570,8 @@ static void liveness(sib_worker_t *w, struct sib_ep *ep, uint64_t now)
 			sib_ep_fail(w, ep);
 		return;
 	}
-	if (!ep->rx_named && !(w->rx_wild && (ep->rx_seq || ep->tx_issued))) {
+	if (!ep->rx_named && !ep->rndv_wait &&
+	    !(w->rx_wild && (ep->rx_seq || ep->tx_issued))) {
 		ep->ping_missed = 0;
 		return;
 	}

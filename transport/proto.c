@@ -6,8 +6,9 @@
  *           lkey): the smallest messages;
  *   eager - the message copied into a registered bounce slot and SENT into
  *           the receiver's XRC SRQ of the smallest size class that holds it;
- *   rndv  - empty until the rendezvous issue fills it (max_payload 0 and
- *           no post: the selection skips it).
+ *   rndv  - above the eager row (or the path's threshold): an RTS names
+ *           the sender's buffer, the receiver reads it with RDMA READ and
+ *           answers FIN (rndv.c); its post sends one-sided WRs (rma.c).
  * sib_proto_select walks the table in order and takes the first row whose
  * max_payload holds the message; a new protocol is a new row.
  */
@@ -37,10 +38,12 @@ size_t sib_eager_max(const sib_worker_t *w)
 	return m < w->slot_size - SIB_HDR ? m : w->slot_size - SIB_HDR;
 }
 
+/* Any length: the receiver reads it (rndv.c).  The row's post sends the
+ * one-sided WRs (RDMA READ / WRITE, atomics) of rendezvous and RMA. */
 static size_t rndv_max(const sib_worker_t *w)
 {
 	(void)w;
-	return 0;   /* issue 12 */
+	return SIZE_MAX;
 }
 
 static int post_send(sib_worker_t *w, struct sib_host *h, struct sib_request *r,
@@ -84,18 +87,10 @@ static int eager_post(sib_worker_t *w, struct sib_host *h, struct sib_request *r
 	return post_send(w, h, r, (uintptr_t)r->data, w->smr->lkey, 0);
 }
 
-static int none_post(sib_worker_t *w, struct sib_host *h, struct sib_request *r)
-{
-	(void)w;
-	(void)h;
-	(void)r;
-	return ENOSYS;
-}
-
 const struct sib_proto sib_protos[SIB_PROTO_MAX] = {
 	[SIB_PROTO_SHORT] = { "short", sib_short_max, short_post },
 	[SIB_PROTO_EAGER] = { "eager", sib_eager_max, eager_post },
-	[SIB_PROTO_RNDV] = { "rndv", rndv_max, none_post },
+	[SIB_PROTO_RNDV] = { "rndv", rndv_max, sib_rdma_post },
 };
 
 sib_status_t sib_proto_select(const sib_worker_t *w, size_t len,

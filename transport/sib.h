@@ -44,7 +44,9 @@ typedef enum {
 	SIB_ERR_TIMEOUT = -12,
 	SIB_ERR_NO_MESSAGE = -13,   /* probe: nothing matches (yet) */
 	SIB_ERR_BOOTSTRAP = -14,    /* PMIx failed or is absent */
-	SIB_STATUS_LAST = -15,
+	SIB_ERR_REMOTE_ACCESS = -15, /* RMA outside an exposed region, or
+					through an unmapped key */
+	SIB_STATUS_LAST = -16,
 } sib_status_t;
 
 SIB_API const char *sib_status_string(sib_status_t st);
@@ -151,16 +153,32 @@ typedef void (*sib_send_cb_t)(sib_request_t *req, sib_status_t st, void *arg);
 typedef void (*sib_recv_cb_t)(sib_request_t *req,
 			      const struct sib_tag_status *st, void *arg);
 
+/* A piece of a non-contiguous buffer (datatype SIB_OP_IOV). */
+struct sib_iov {
+	void *base;
+	size_t len;
+};
+#define SIB_IOV_MAX 256      /* pieces per buffer */
+
+/* op flags */
+#define SIB_OP_IOV 1u        /* buf is a `const struct sib_iov *` and len
+				the number of pieces (send and receive; the
+				array must stay valid until completion) */
+
 /* Optional per-operation parameters (NULL: none). */
 struct sib_op_params {
 	sib_send_cb_t send_cb;
 	sib_recv_cb_t recv_cb;
 	void *cb_arg;
+	uint32_t flags;      /* SIB_OP_* */
 };
 
 /*
- * Non-blocking tagged send of `len` bytes at `buf` (the buffer may be
- * reused as soon as the call returns: it is copied).  Returns SIB_OK with
+ * Non-blocking tagged send of `len` bytes at `buf`.  Up to the path's
+ * rendezvous threshold (sib_worker_attr.rndv_thresh_*) the message is
+ * copied and the buffer may be reused as soon as the call returns; above
+ * it the receiver reads it straight from the buffer (rendezvous, RDMA
+ * READ): keep the buffer unchanged until the request completes.  Returns SIB_OK with
  * *req set (complete it with test/wait, then sib_request_free; or free it
  * at once and let it go by itself), or an error with *req NULL.  The send
  * completes when the receiver's HCA has the message (SIB_OK) or with
@@ -208,7 +226,10 @@ SIB_API sib_status_t sib_request_wait(sib_request_t *req,
 SIB_API sib_status_t sib_request_cancel(sib_request_t *req);
 SIB_API void sib_request_free(sib_request_t *req);
 
-/* Active messages.  The handler runs from progress with the header and the
+/* Active messages.  Any payload size: above the path's rendezvous threshold
+ * the receiver fetches the payload (keep `data` untouched until the request
+ * completes; the header travels in the RTS) and the handler runs once all
+ * of it is there.  The handler runs from progress with the header and the
  * payload.  It returns SIB_OK (payload no longer needed after return) or
  * SIB_INPROGRESS (it keeps the payload: release it later with
  * sib_am_data_release(w, data)). */
@@ -245,12 +266,80 @@ struct sib_worker_attr {
 	uint64_t unexpected, unexpected_now, posted_now;
 	uint64_t srq_limit_events, srq_refills, reconnects, handshakes;
 	uint64_t resent;        /* sends re-posted after a connection failed */
+	/* rendezvous and RMA (rndv.c, rma.c) */
+	size_t rndv_thresh_local;  /* above: rendezvous, same host */
+	size_t rndv_thresh_remote; /* above: rendezvous, other hosts */
+	uint32_t rndv_tx_active;   /* rendezvous sends waiting for FIN */
+	uint32_t rndv_rx_active;   /* rendezvous receives reading */
+	uint32_t regs_active;      /* user-buffer registrations held now */
+	uint32_t mem_maps, rkeys;  /* sib_mem_map'd regions, unpacked keys */
+	uint64_t regs_total;       /* registrations made (misses) */
+	uint64_t reg_hits;         /* registrations answered by the cache */
+	uint64_t reg_miss_ns;      /* time spent registering (misses) */
+	uint64_t rndv_tx, rndv_rx; /* rendezvous completed, each side */
+	uint64_t rma_ops;          /* put / get / atomic requests issued */
+	uint64_t rma_access_errors;/* of which SIB_ERR_REMOTE_ACCESS */
 };
 
 SIB_API sib_status_t sib_worker_query(sib_worker_t *w,
 				      struct sib_worker_attr *attr);
 /* Publish the diagnostics file now (softib sib reads it). */
 SIB_API sib_status_t sib_worker_publish(sib_worker_t *w);
+
+/*
+ * One-sided operations (RMA).  A process exposes memory with sib_mem_map
+ * (addr NULL: libsib allocates `len` zeroed, page-aligned bytes), packs
+ * its key into a blob (sib_rkey_pack) and gives it to others; each unpacks
+ * it on its endpoint to that process (sib_rkey_unpack) and then puts,
+ * gets and runs 64-bit atomics on remote addresses inside the region.
+ * The buffers of put and get must stay untouched until the request
+ * completes.  Atomics: 8-byte aligned remote address, IBV_ATOMIC_HCA
+ * semantics (atomic with respect to other libsib atomics, not to the
+ * target's own CPU stores); *result (may be NULL) receives the value the
+ * word held before.  An access outside the region, or through a key whose
+ * region was unmapped, completes with SIB_ERR_REMOTE_ACCESS; the target
+ * and the other endpoints are not disturbed.  A put has completed when the
+ * target's HCA has written it (flush waits for every operation issued).
+ */
+typedef struct sib_mem sib_mem_t;
+typedef struct sib_rkey sib_rkey_t;
+
+SIB_API sib_status_t sib_mem_map(sib_worker_t *w, void *addr, size_t len,
+				 sib_mem_t **mem);
+SIB_API sib_status_t sib_mem_unmap(sib_mem_t *mem);
+SIB_API void *sib_mem_addr(const sib_mem_t *mem);
+SIB_API size_t sib_mem_length(const sib_mem_t *mem);
+/* *blob is malloc'd: release with sib_rkey_buffer_free. */
+SIB_API sib_status_t sib_rkey_pack(sib_mem_t *mem, void **blob, size_t *len);
+SIB_API void sib_rkey_buffer_free(void *blob);
+/* The key, for operations through ep (the endpoint to the process that
+ * mapped the region: SIB_ERR_INVALID_PARAM otherwise). */
+SIB_API sib_status_t sib_rkey_unpack(sib_ep_t *ep, const void *blob,
+				     size_t len, sib_rkey_t **rkey);
+SIB_API void sib_rkey_destroy(sib_rkey_t *rkey);
+
+SIB_API sib_status_t sib_put_nb(sib_ep_t *ep, const void *buf, size_t len,
+				uint64_t raddr, sib_rkey_t *rkey,
+				const struct sib_op_params *op,
+				sib_request_t **req);
+SIB_API sib_status_t sib_get_nb(sib_ep_t *ep, void *buf, size_t len,
+				uint64_t raddr, sib_rkey_t *rkey,
+				const struct sib_op_params *op,
+				sib_request_t **req);
+SIB_API sib_status_t sib_atomic_fadd64_nb(sib_ep_t *ep, uint64_t raddr,
+					  sib_rkey_t *rkey, uint64_t add,
+					  uint64_t *result,
+					  const struct sib_op_params *op,
+					  sib_request_t **req);
+SIB_API sib_status_t sib_atomic_cswap64_nb(sib_ep_t *ep, uint64_t raddr,
+					   sib_rkey_t *rkey, uint64_t compare,
+					   uint64_t swap, uint64_t *result,
+					   const struct sib_op_params *op,
+					   sib_request_t **req);
+/* Every RMA operation and rendezvous send of the worker issued before the
+ * call has completed (SIB_OK, *req NULL) or will when *req completes
+ * (SIB_INPROGRESS).  sib_ep_flush covers sends and RMA on one endpoint. */
+SIB_API sib_status_t sib_worker_flush(sib_worker_t *w, sib_request_t **req);
 
 /* Bootstrap through PMIx (under mpirun): a context and worker, and one
  * endpoint per rank of the job (eps[rank]; eps[my rank] reaches myself).

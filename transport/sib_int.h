@@ -5,9 +5,11 @@
  *   worker.c   a worker's verbs objects, progress, sleeping, async events
  *   host.c     XRC send QPs (one per remote host), receive QPs, the UD
  *              handshake that connects them, failure and reconnection
- *   proto.c    the protocol table (short, eager; rendezvous slot empty)
+ *   proto.c    the protocol table (short, eager, rendezvous)
  *              and the receive path
  *   tag.c      requests, endpoints, tagged operations, active messages
+ *   rndv.c     the rendezvous protocol (RTS / RTR / FIN, READ or WRITE)
+ *   rma.c      regions, keys, put / get / atomics, user-buffer registrations
  *   stats.c    counters, sib_worker_query, the diagnostics file
  *   pmix.c     sib_init_pmix
  *
@@ -55,7 +57,14 @@ static inline void sib_list_add_head(sib_link_t *h, sib_link_t *e)
 /* ---- the wire header, at the start of every SEND's payload ----
  * Carried in the payload (not in immediate data): 24 bytes, so that the
  * short protocol's single inline SEND holds header and message together. */
-enum sib_msg_type { SIB_MSG_TAG = 1, SIB_MSG_AM = 2 };
+enum sib_msg_type { SIB_MSG_TAG = 1, SIB_MSG_AM = 2,
+		   /* rendezvous control (rndv.c): ready-to-send of a tagged
+		    * message or of an active message, and the receiver's
+		    * "done reading, reuse your buffer" */
+		   SIB_MSG_RTS = 3, SIB_MSG_AM_RTS = 4, SIB_MSG_FIN = 5,
+		   /* the WRITE variant: the receiver's buffer (RTR), and the
+		    * sender's "written" (FIN_W) */
+		   SIB_MSG_RTR = 6, SIB_MSG_FIN_W = 7 };
 
 struct sib_hdr {
 	uint8_t type;       /* enum sib_msg_type */
@@ -162,6 +171,7 @@ struct sib_ep {
 	uint64_t rx_named;       /* posted receives naming it */
 	uint64_t ping_next_ms;
 	int ping_missed;
+	uint32_t rndv_wait;      /* my rendezvous sends waiting for its FIN */
 	sib_link_t flushes;      /* flush requests waiting */
 };
 
@@ -193,6 +203,11 @@ struct sib_request {
 	uint64_t flush_target;
 	int resends;
 	uint8_t *data;           /* header + payload (short: inline copy) */
+	/* rendezvous and RMA (rndv.c, rma.c) */
+	struct sib_rdma *rdma;   /* an RDMA WR, posted by the rndv row */
+	struct sib_rndv_rx *rndv;/* receive: a matched rendezvous reading */
+	const struct sib_iov *iov;   /* receive with SIB_OP_IOV */
+	size_t niov;
 	uint8_t inl[SIB_HDR + SIB_SHORT_CAP];
 };
 
@@ -200,7 +215,8 @@ struct sib_request {
 struct sib_message {
 	struct sib_mq_msg m;
 	size_t len;
-	uint8_t data[];
+	bool rndv;               /* data is an RTS: m.len the message's length */
+	uint8_t data[] __attribute__((aligned(8)));
 };
 
 struct sib_am_slot {
@@ -275,6 +291,7 @@ struct sib_worker {
 	pthread_mutex_t dead_lock;
 	uint32_t dead_ids[64];
 	uint32_t ndead;
+	struct sib_rma_w *rma;   /* rendezvous and RMA state (rma.c) */
 };
 
 struct sib_tqp {             /* an XRC receive QP I hold for a remote sender */
@@ -283,6 +300,8 @@ struct sib_tqp {             /* an XRC receive QP I hold for a remote sender */
 	uint32_t recv_qpn;
 	uint64_t host;
 	uint32_t send_qpn, from_id;
+	uint32_t psn;            /* of the REQ: a new send QP under a reused
+				    number comes with another */
 };
 
 /* ---- context.c ---- */
@@ -334,6 +353,47 @@ SIB_LOCAL void sib_deliver(sib_worker_t *w, struct sib_ep *src,
 			   size_t len, uint32_t cls, uint32_t idx, bool *keep);
 SIB_LOCAL void sib_slot_release(sib_worker_t *w, int slot);
 SIB_LOCAL void sib_requests_destroy(sib_worker_t *w);
+
+SIB_LOCAL struct sib_request *sib_req_new(sib_worker_t *w, enum sib_req_kind k,
+					  const struct sib_op_params *op);
+SIB_LOCAL sib_status_t sib_send_start(struct sib_ep *ep, struct sib_hdr *h,
+				      const void *a, size_t alen,
+				      const void *b, size_t blen,
+				      const struct sib_op_params *op,
+				      sib_request_t **out);
+
+/* ---- rndv.c: the rendezvous protocol ---- */
+SIB_LOCAL size_t sib_rndv_thresh(const struct sib_ep *ep);
+SIB_LOCAL sib_status_t sib_rndv_send(struct sib_ep *ep, struct sib_hdr *h,
+				     const void *hdr, size_t hlen,
+				     const struct sib_iov *iov, size_t niov,
+				     const struct sib_op_params *op,
+				     sib_request_t **out);
+SIB_LOCAL sib_status_t sib_tag_send_iov(struct sib_ep *ep,
+					const struct sib_iov *iov, size_t niov,
+					uint64_t tag, uint32_t ctx_id,
+					const struct sib_op_params *op,
+					sib_request_t **req);
+SIB_LOCAL void sib_rndv_rx(sib_worker_t *w, struct sib_ep *src,
+			   const struct sib_hdr *h, const uint8_t *p, size_t len);
+SIB_LOCAL void sib_rndv_matched(sib_worker_t *w, struct sib_request *r,
+				struct sib_message *m);
+SIB_LOCAL sib_status_t sib_rndv_cancel(sib_worker_t *w, struct sib_request *r);
+SIB_LOCAL void sib_rndv_ep_failed(sib_worker_t *w, struct sib_ep *ep);
+SIB_LOCAL bool sib_rndv_am_release(sib_worker_t *w, void *data);
+SIB_LOCAL void sib_rndv_fini(sib_worker_t *w);
+SIB_LOCAL size_t sib_iov_copy(const struct sib_iov *iov, size_t niov,
+			      size_t off, const void *src, size_t n);
+
+/* ---- rma.c: registrations, one-sided WRs, mem_map / rkeys ---- */
+SIB_LOCAL int sib_rdma_post(sib_worker_t *w, struct sib_host *h,
+			    struct sib_request *r);
+SIB_LOCAL bool sib_rdma_access_error(sib_worker_t *w, struct sib_request *r,
+				     enum ibv_wc_status s);
+SIB_LOCAL int sib_rd_atomic(sib_worker_t *w);
+SIB_LOCAL int sib_rma_init(sib_worker_t *w);
+SIB_LOCAL void sib_rma_fini(sib_worker_t *w);
+SIB_LOCAL void sib_rma_query(sib_worker_t *w, struct sib_worker_attr *a);
 
 /* ---- stats.c ---- */
 SIB_LOCAL void sib_stats_publish(sib_worker_t *w);

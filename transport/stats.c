@@ -64,6 +64,7 @@ SIB_API sib_status_t sib_worker_query(sib_worker_t *w, struct sib_worker_attr *a
 	a->reconnects = w->c.reconnects;
 	a->handshakes = w->c.handshakes;
 	a->resent = w->c.resent;
+	sib_rma_query(w, a);
 	sib_unlock(w);
 	return SIB_OK;
 }

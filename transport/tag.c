@@ -123,8 +123,8 @@ SIB_API uint32_t sib_ep_peer_id(const sib_ep_t *ep)
 
 /* ---------------- requests ---------------- */
 
-static struct sib_request *req_new(sib_worker_t *w, enum sib_req_kind k,
-				   const struct sib_op_params *op)
+struct sib_request *sib_req_new(sib_worker_t *w, enum sib_req_kind k,
+				const struct sib_op_params *op)
 {
 	struct sib_request *r = malloc(sizeof(*r));
 
@@ -199,7 +199,9 @@ static void recv_finish(sib_worker_t *w, struct sib_request *r, uint32_t src,
 {
 	size_t n = len < r->len ? len : r->len;
 
-	if (n)
+	if (n && r->iov)
+		sib_iov_copy(r->iov, r->niov, 0, data, n);
+	else if (n)
 		memcpy(r->buf, data, n);
 	if (r->ep && r->ep->rx_named)
 		r->ep->rx_named--;
@@ -243,6 +245,7 @@ void sib_ep_fail(sib_worker_t *w, struct sib_ep *ep)
 		r->st.source = ep->id;
 		sib_req_complete(r, SIB_ERR_PEER_FAILED);
 	}
+	sib_rndv_ep_failed(w, ep);
 	flushes_check(ep);
 }
 
@@ -256,11 +259,11 @@ static uint32_t class_for(const struct sib_ep *ep, uint32_t wire)
 	return UINT32_MAX;
 }
 
-static sib_status_t send_start(struct sib_ep *ep, struct sib_hdr *h,
-			       const void *a, size_t alen,
-			       const void *b, size_t blen,
-			       const struct sib_op_params *op,
-			       sib_request_t **out)
+sib_status_t sib_send_start(struct sib_ep *ep, struct sib_hdr *h,
+			    const void *a, size_t alen,
+			    const void *b, size_t blen,
+			    const struct sib_op_params *op,
+			    sib_request_t **out)
 {
 	sib_worker_t *w = ep->w;
 	size_t len = alen + blen;
@@ -272,10 +275,23 @@ static sib_status_t send_start(struct sib_ep *ep, struct sib_hdr *h,
 		return SIB_ERR_PEER_FAILED;
 	if (sib_proto_select(w, len, &proto))
 		return SIB_ERR_MSG_TOO_LONG;
+	if (proto == SIB_PROTO_RNDV ||
+	    (h->type < SIB_MSG_RTS && len > sib_rndv_thresh(ep))) {
+		/* above the path's threshold: the receiver reads it */
+		struct sib_iov v = { (void *)(uintptr_t)b, blen };
+
+		if (h->type == SIB_MSG_TAG) {
+			v.base = (void *)(uintptr_t)a;
+			v.len = alen;
+		}
+		return sib_rndv_send(ep, h, h->type == SIB_MSG_AM ? a : NULL,
+				     h->type == SIB_MSG_AM ? alen : 0, &v, 1,
+				     op, out);
+	}
 	cls = class_for(ep, (uint32_t)(SIB_HDR + len));
 	if (cls == UINT32_MAX)
 		return SIB_ERR_MSG_TOO_LONG;   /* the peer's buffers are smaller */
-	r = req_new(w, SIB_REQ_SEND, op);
+	r = sib_req_new(w, SIB_REQ_SEND, op);
 	if (!r)
 		return SIB_ERR_NO_MEMORY;
 	r->ep = ep;
@@ -319,8 +335,10 @@ SIB_API sib_status_t sib_tag_send_nb(sib_ep_t *ep, const void *buf,
 		*req = NULL;
 	if (!ep_usable(ep) || !req || (!buf && len))
 		return SIB_ERR_INVALID_PARAM;
+	if (op && (op->flags & SIB_OP_IOV))
+		return sib_tag_send_iov(ep, buf, len, tag, ctx_id, op, req);
 	sib_lock(ep->w);
-	st = send_start(ep, &h, buf, len, NULL, 0, op, req);
+	st = sib_send_start(ep, &h, buf, len, NULL, 0, op, req);
 	if (!st) {
 		(*req)->st.tag = tag;
 		(*req)->st.ctx_id = ctx_id;
@@ -343,7 +361,7 @@ SIB_API sib_status_t sib_ep_flush(sib_ep_t *ep, sib_request_t **req)
 		sib_unlock(ep->w);
 		return ep->failed ? SIB_ERR_PEER_FAILED : SIB_OK;
 	}
-	f = req_new(ep->w, SIB_REQ_FLUSH, NULL);
+	f = sib_req_new(ep->w, SIB_REQ_FLUSH, NULL);
 	if (!f) {
 		sib_unlock(ep->w);
 		return SIB_ERR_NO_MEMORY;
@@ -384,6 +402,25 @@ SIB_API sib_status_t sib_ep_destroy(sib_ep_t *ep)
 
 /* ---------------- receiving ---------------- */
 
+/* A receive into pieces (SIB_OP_IOV): buf is the array, len its count. */
+static int iov_set(struct sib_request *r, const void *buf, size_t n)
+{
+	const struct sib_iov *v = buf;
+	size_t total = 0;
+
+	if (n > SIB_IOV_MAX || (n && !v))
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		if (!v[i].base && v[i].len)
+			return -1;
+		total += v[i].len;
+	}
+	r->iov = v;
+	r->niov = n;
+	r->len = total;
+	return 0;
+}
+
 void sib_deliver(sib_worker_t *w, struct sib_ep *src, const struct sib_hdr *h,
 		 uint8_t *payload, size_t len, uint32_t cls, uint32_t idx,
 		 bool *keep)
@@ -393,6 +430,10 @@ void sib_deliver(sib_worker_t *w, struct sib_ep *src, const struct sib_hdr *h,
 
 	(void)cls;
 	(void)idx;
+	if (h->type >= SIB_MSG_RTS) {   /* rendezvous control: rndv.c */
+		sib_rndv_rx(w, src, h, payload, len);
+		return;
+	}
 	if (h->type == SIB_MSG_AM) {
 		struct sib_am_slot *a = h->am_id < SIB_AM_MAX_ID ? &w->am[h->am_id] : NULL;
 		size_t hl = h->ctx;
@@ -423,6 +464,7 @@ void sib_deliver(sib_worker_t *w, struct sib_ep *src, const struct sib_hdr *h,
 	m->m.ctx = h->ctx;
 	m->m.len = len;
 	m->len = len;
+	m->rndv = false;
 	memcpy(m->data, payload, len);
 	sib_mq_add_unexpected(&w->mq, &m->m);
 	w->c.unexpected++;
@@ -443,13 +485,19 @@ SIB_API sib_status_t sib_tag_recv_nb(sib_worker_t *w, void *buf, size_t len,
 	if (!w || !req || (!buf && len))
 		return SIB_ERR_INVALID_PARAM;
 	sib_lock(w);
-	r = req_new(w, SIB_REQ_RECV, op);
+	r = sib_req_new(w, SIB_REQ_RECV, op);
 	if (!r) {
 		sib_unlock(w);
 		return SIB_ERR_NO_MEMORY;
 	}
 	r->buf = buf;
 	r->len = len;
+	if (op && (op->flags & SIB_OP_IOV) && iov_set(r, buf, len)) {
+		free(r);
+		*req = NULL;
+		sib_unlock(w);
+		return SIB_ERR_INVALID_PARAM;
+	}
 	r->mrecv.tag = tag;
 	r->mrecv.mask = mask;
 	r->mrecv.src = src;
@@ -461,7 +509,10 @@ SIB_API sib_status_t sib_tag_recv_nb(sib_worker_t *w, void *buf, size_t len,
 	if (mm) {
 		struct sib_message *m = SIB_CONTAINER(mm, struct sib_message, m);
 
-		recv_finish(w, r, mm->src, mm->ctx, mm->tag, m->data, m->len);
+		if (m->rndv)
+			sib_rndv_matched(w, r, m);
+		else
+			recv_finish(w, r, mm->src, mm->ctx, mm->tag, m->data, m->len);
 		free(m);
 	} else if (ep && ep->failed) {
 		sib_mq_cancel(&w->mq, &r->mrecv);
@@ -519,15 +570,24 @@ SIB_API sib_status_t sib_tag_mrecv_nb(sib_worker_t *w, void *buf, size_t len,
 	if (!w || !msg || !req || (!buf && len))
 		return SIB_ERR_INVALID_PARAM;
 	sib_lock(w);
-	r = req_new(w, SIB_REQ_RECV, op);
+	r = sib_req_new(w, SIB_REQ_RECV, op);
 	if (!r) {
 		sib_unlock(w);
 		return SIB_ERR_NO_MEMORY;
 	}
 	r->buf = buf;
 	r->len = len;
+	if (op && (op->flags & SIB_OP_IOV) && iov_set(r, buf, len)) {
+		free(r);
+		sib_unlock(w);
+		return SIB_ERR_INVALID_PARAM;
+	}
 	*req = r;
-	recv_finish(w, r, msg->m.src, msg->m.ctx, msg->m.tag, msg->data, msg->len);
+	if (msg->rndv)
+		sib_rndv_matched(w, r, msg);
+	else
+		recv_finish(w, r, msg->m.src, msg->m.ctx, msg->m.tag, msg->data,
+			    msg->len);
 	free(msg);
 	sib_unlock(w);
 	return SIB_OK;
@@ -582,6 +642,8 @@ SIB_API sib_status_t sib_request_cancel(sib_request_t *r)
 		st = SIB_OK;   /* too late: nothing to do */
 	else if (r->kind != SIB_REQ_RECV)
 		st = SIB_ERR_BUSY;
+	else if (r->rndv)   /* matched, reading: rndv.c stops it */
+		st = sib_rndv_cancel(w, r);
 	else if (sib_mq_cancel(&w->mq, &r->mrecv) == 0) {
 		if (r->ep && r->ep->rx_named)
 			r->ep->rx_named--;
@@ -632,7 +694,7 @@ SIB_API sib_status_t sib_am_send_nb(sib_ep_t *ep, unsigned id,
 	    (!header && hlen) || (!data && dlen) || hlen > UINT16_MAX)
 		return SIB_ERR_INVALID_PARAM;
 	sib_lock(ep->w);
-	st = send_start(ep, &h, header, hlen, data, dlen, op, req);
+	st = sib_send_start(ep, &h, header, hlen, data, dlen, op, req);
 	sib_unlock(ep->w);
 	return st;
 }
@@ -649,9 +711,11 @@ SIB_API void sib_am_data_release(sib_worker_t *w, void *data)
 		if (p >= c->buf && p < c->buf + (size_t)c->size * c->depth) {
 			c->held--;
 			sib_srq_repost(w, i, (uint32_t)((size_t)(p - c->buf) / c->size));
-			break;
+			sib_unlock(w);
+			return;
 		}
 	}
+	sib_rndv_am_release(w, data);   /* a payload that came by rendezvous */
 	sib_unlock(w);
 }
 

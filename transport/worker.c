@@ -198,6 +198,8 @@ static int worker_setup(sib_worker_t *w)
 		return st;
 	if (sib_ud_setup(w) || sib_inline_probe(w))
 		return SIB_ERR_IO;
+	if (sib_rma_init(w))
+		return SIB_ERR_NO_MEMORY;
 	return events_setup(w);
 }
 
@@ -301,7 +303,9 @@ SIB_API sib_status_t sib_worker_destroy(sib_worker_t *w)
 	if (!w)
 		return SIB_ERR_INVALID_PARAM;
 	sib_lock(w);
+	sib_rndv_fini(w);        /* rendezvous in flight: cancelled */
 	sib_requests_destroy(w);
+	sib_rma_fini(w);         /* regions, keys, registrations */
 	sib_stats_remove(w);
 	worker_teardown(w);
 	sib_mq_fini(&w->mq);

@@ -1,0 +1,951 @@
+/*
+ * rndv.c: the rendezvous protocol (the protocol table's rndv row), for
+ * tagged messages and active messages above the path's threshold.
+ *
+ *   sender                                 receiver
+ *   register the buffer(s) (REMOTE_READ)
+ *   RTS {cookie, length, my address,  -->  matched like any message (or
+ *        AM header, segments}              queued unexpected, RTS kept)
+ *                                          register the posted buffer,
+ *                                     <==  RDMA READ straight into it,
+ *                                          pieces of at most `chunk` bytes
+ *   buffer released, send completes   <--  FIN {cookie, status}
+ *
+ * RTS and FIN are small messages of the short / eager rows (header types
+ * SIB_MSG_RTS, SIB_MSG_AM_RTS, SIB_MSG_FIN), so they keep the pair's order
+ * and travel through the same connection and recovery.  The RTS carries
+ * the sender's address: a receiver that never made an endpoint to the
+ * sender can still read and answer.
+ *
+ * Endings, each with a status and every registration released:
+ *   truncation - the receiver reads what fits; SIB_ERR_TRUNCATED with the
+ *                full length; the sender completes SIB_OK;
+ *   cancel     - of a matched receive still reading: pieces not yet posted
+ *                are dropped, the posted ones finish (they write into the
+ *                buffer: the request completes only after them) and the
+ *                receive completes SIB_ERR_CANCELED; the FIN says so and
+ *                the send completes SIB_ERR_CANCELED too;
+ *   peer death - the reads fail (SIB_ERR_PEER_FAILED on the receive); a
+ *                sender whose receiver dies before the FIN completes
+ *                SIB_ERR_PEER_FAILED when the endpoint fails (pid check on
+ *                the host, pings across hosts while it waits, PMIx).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sib_rma.h"
+
+struct sib_rts {
+	uint64_t cookie;
+	uint64_t len;            /* the whole message */
+	uint32_t nseg;
+	uint32_t hlen;           /* AM header bytes after this struct */
+	struct sib_addr from;    /* the sender's address */
+};
+
+struct sib_rseg {
+	uint64_t addr, len;
+	uint32_t rkey, pad;
+};
+
+/* the AM header is padded so that the segments stay aligned */
+#define HPAD(n) (((n) + 7) & ~(size_t)7)
+
+struct sib_fin {
+	uint64_t cookie;
+	int32_t status;          /* SIB_OK, SIB_ERR_CANCELED, or an error */
+	uint32_t pad;
+};
+
+/* WRITE variant: the receiver's buffer, for the sender to write. */
+struct sib_rtr {
+	uint64_t cookie;         /* the sender's */
+	uint64_t rid;            /* the receiver's, echoed in FIN_W */
+	uint64_t want;
+	uint32_t nseg, pad;
+};
+
+/* A rendezvous send waiting for its FIN (read) or writing (write). */
+struct sib_rndv_tx {
+	sib_link_t link;
+	uint64_t cookie;
+	struct sib_ep *ep;
+	struct sib_request *user;
+	uint64_t len;
+	uint32_t out;            /* WRITE pieces in flight */
+	uint64_t rid;
+	sib_status_t st;
+	bool gone;               /* finished while pieces were in flight */
+	struct sib_iov *segs;    /* my segments (WRITE variant) */
+	uint32_t nreg;
+	struct sib_reg *regs[];
+};
+
+/* A rendezvous being read. */
+struct sib_rndv_rx {
+	sib_link_t link;
+	sib_worker_t *w;
+	struct sib_ep *ep;       /* the sender */
+	struct sib_request *r;   /* tagged: the receive; AM: NULL */
+	uint64_t cookie, total, want;
+	uint32_t out, hold;      /* pieces in flight; holds of the caller */
+	bool canceled;
+	bool wfin;               /* WRITE variant: waiting for FIN_W */
+	uint64_t rid;
+	sib_status_t st;         /* first failure of a piece */
+	/* AM */
+	uint16_t am_id;
+	uint8_t *am_hdr;
+	size_t am_hlen;
+	void *am_buf;            /* sib_rndv_am_release finds it: link first */
+	uint32_t nreg;
+	struct sib_reg *regs[SIB_IOV_MAX];
+};
+
+/* A payload kept by an AM handler: the link, then the data. */
+struct am_kept {
+	sib_link_t link;
+	uint8_t data[];
+};
+
+size_t sib_iov_copy(const struct sib_iov *iov, size_t niov, size_t off,
+		    const void *src, size_t n)
+{
+	const uint8_t *s = src;
+	size_t done = 0;
+
+	for (size_t i = 0; i < niov && done < n; i++) {
+		size_t l = iov[i].len;
+
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		l -= off;
+		if (l > n - done)
+			l = n - done;
+		memcpy((uint8_t *)iov[i].base + off, s + done, l);
+		done += l;
+		off = 0;
+	}
+	return done;
+}
+
+size_t sib_rndv_thresh(const struct sib_ep *ep)
+{
+	const struct sib_rma_w *rw = ep->w->rma;
+	size_t t = ep->host && !ep->host->local ? rw->thresh_remote :
+		   rw->thresh_local;
+	size_t m = sib_eager_max(ep->w);
+
+	return t < m ? t : m;
+}
+
+static struct sib_rndv_tx *tx_find(struct sib_rma_w *rw, uint64_t cookie)
+{
+	for (sib_link_t *e = rw->tx.next; e != &rw->tx; e = e->next) {
+		struct sib_rndv_tx *t = SIB_CONTAINER(e, struct sib_rndv_tx, link);
+
+		if (t->cookie == cookie)
+			return t;
+	}
+	return NULL;
+}
+
+/* ---------------- sender ---------------- */
+
+static void tx_finish(sib_worker_t *w, struct sib_rndv_tx *t, sib_status_t st)
+{
+	struct sib_rma_w *rw = w->rma;
+
+	if (t->out) {   /* WRITEs in flight: the last one finishes it */
+		if (t->st == SIB_OK)
+			t->st = st;
+		t->gone = true;
+		return;
+	}
+	sib_list_del(&t->link);
+	free(t->segs);
+	rw->ntx--;
+	for (uint32_t i = 0; i < t->nreg; i++)
+		sib_reg_put(w, t->regs[i]);
+	if (t->ep->rndv_wait)
+		t->ep->rndv_wait--;
+	if (st == SIB_OK) {
+		rw->rndv_tx++;
+		w->c.tx_msgs[SIB_PROTO_RNDV]++;
+		w->c.tx_bytes[SIB_PROTO_RNDV] += t->len;
+	}
+	sib_send_finished(w, t->user, st);
+	sib_rma_done_one(w);
+	free(t);
+}
+
+/* The RTS went out (or failed: then the send fails with it). */
+static void rts_sent(sib_request_t *c, sib_status_t st, void *arg)
+{
+	struct sib_rndv_tx *t;
+
+	if (st == SIB_OK || !c->w->rma)
+		return;
+	t = tx_find(c->w->rma, (uint64_t)(uintptr_t)arg);
+	if (t)
+		tx_finish(c->w, t, st);
+}
+
+sib_status_t sib_rndv_send(struct sib_ep *ep, struct sib_hdr *h,
+			   const void *hdr, size_t hlen,
+			   const struct sib_iov *iov, size_t niov,
+			   const struct sib_op_params *op, sib_request_t **out)
+{
+	sib_worker_t *w = ep->w;
+	struct sib_rma_w *rw = w->rma;
+	struct sib_hdr ch = *h;
+	struct sib_rndv_tx *t;
+	struct sib_rts *rts;
+	struct sib_rseg *seg;
+	struct sib_request *u, *c;
+	size_t rlen, total = 0;
+	uint32_t nseg = 0;
+	sib_status_t st;
+
+	if (ep->failed)
+		return SIB_ERR_PEER_FAILED;
+	for (size_t i = 0; i < niov; i++) {
+		total += iov[i].len;
+		nseg += iov[i].len != 0;
+	}
+	rlen = sizeof(*rts) + HPAD(hlen) + nseg * sizeof(*seg);
+	if (rlen > sib_eager_max(w))
+		return SIB_ERR_MSG_TOO_LONG;
+	t = calloc(1, sizeof(*t) + nseg * sizeof(t->regs[0]));
+	rts = calloc(1, rlen);
+	u = sib_req_new(w, SIB_REQ_SEND, op);
+	if (t)
+		t->segs = calloc(nseg ? nseg : 1, sizeof(*t->segs));
+	if (!t || !rts || !u || !t->segs) {
+		st = SIB_ERR_NO_MEMORY;
+		goto err;
+	}
+	rts->cookie = t->cookie = rw->cookie_next++;
+	rts->len = t->len = total;
+	rts->nseg = nseg;
+	rts->hlen = (uint32_t)hlen;
+	rts->from = ep->addr;   /* overwritten below with mine */
+	{
+		void *a;
+		size_t al;
+
+		if (sib_worker_get_address(w, &a, &al) == SIB_OK) {
+			memcpy(&rts->from, a, sizeof(rts->from));
+			sib_address_free(a);
+		}
+	}
+	if (hlen)
+		memcpy(rts + 1, hdr, hlen);
+	seg = (struct sib_rseg *)((uint8_t *)(rts + 1) + HPAD(hlen));
+	for (size_t i = 0; i < niov; i++) {
+		if (!iov[i].len)
+			continue;
+		t->regs[t->nreg] = sib_reg_get(w, iov[i].base, iov[i].len,
+					       IBV_ACCESS_REMOTE_READ);
+		if (!t->regs[t->nreg]) {
+			st = SIB_ERR_NO_RESOURCE;
+			goto err;
+		}
+		seg->addr = (uintptr_t)iov[i].base;
+		seg->len = iov[i].len;
+		t->segs[t->nreg] = iov[i];
+		seg->rkey = t->regs[t->nreg]->mr->rkey;
+		seg++;
+		t->nreg++;
+	}
+	ch.type = h->type == SIB_MSG_AM ? SIB_MSG_AM_RTS : SIB_MSG_RTS;
+	st = sib_send_start(ep, &ch, rts, rlen, NULL, 0,
+			    &(struct sib_op_params){ .send_cb = rts_sent,
+				    .cb_arg = (void *)(uintptr_t)t->cookie }, &c);
+	if (st)
+		goto err;
+	sib_request_free(c);
+	free(rts);
+	t->ep = ep;
+	t->user = u;
+	u->ep = ep;
+	u->proto = SIB_PROTO_RNDV;
+	u->st.length = total;
+	ep->tx_issued++;
+	ep->rndv_wait++;
+	rw->issued++;
+	rw->ntx++;
+	sib_list_add_tail(&rw->tx, &t->link);
+	*out = u;
+	return SIB_OK;
+err:
+	if (t) {
+		for (uint32_t i = 0; i < t->nreg; i++)
+			sib_reg_put(w, t->regs[i]);
+		free(t->segs);
+	}
+	free(t);
+	free(rts);
+	free(u);
+	return st;
+}
+
+sib_status_t sib_tag_send_iov(struct sib_ep *ep, const struct sib_iov *iov,
+			      size_t niov, uint64_t tag, uint32_t ctx_id,
+			      const struct sib_op_params *op, sib_request_t **req)
+{
+	struct sib_hdr h = { .type = SIB_MSG_TAG, .ctx = ctx_id, .tag = tag };
+	sib_worker_t *w = ep->w;
+	size_t total = 0;
+	sib_status_t st;
+
+	if (niov > SIB_IOV_MAX || (niov && !iov))
+		return SIB_ERR_INVALID_PARAM;
+	for (size_t i = 0; i < niov; i++) {
+		if (!iov[i].base && iov[i].len)
+			return SIB_ERR_INVALID_PARAM;
+		total += iov[i].len;
+	}
+	sib_lock(w);
+	if (total > sib_rndv_thresh(ep)) {
+		st = ep->failed ? SIB_ERR_PEER_FAILED :
+		     sib_rndv_send(ep, &h, NULL, 0, iov, niov, op, req);
+	} else {
+		/* copied anyway: gather, then the short / eager rows */
+		uint8_t *tmp = malloc(total ? total : 1);
+		size_t off = 0;
+
+		if (!tmp) {
+			sib_unlock(w);
+			return SIB_ERR_NO_MEMORY;
+		}
+		for (size_t i = 0; i < niov; i++) {
+			memcpy(tmp + off, iov[i].base, iov[i].len);
+			off += iov[i].len;
+		}
+		st = sib_send_start(ep, &h, tmp, total, NULL, 0, op, req);
+		free(tmp);
+	}
+	if (!st) {
+		(*req)->st.tag = tag;
+		(*req)->st.ctx_id = ctx_id;
+		(*req)->st.source = w->id;
+	}
+	sib_unlock(w);
+	return st;
+}
+
+/* ---------------- receiver ---------------- */
+
+static void fin_send(sib_worker_t *w, struct sib_rndv_rx *x, sib_status_t st)
+{
+	struct sib_hdr h = { .type = SIB_MSG_FIN };
+	struct sib_fin f = { .cookie = x->cookie, .status = st };
+	sib_request_t *c;
+
+	if (w->rma->destroying || x->ep->failed || !x->ep->has_addr)
+		return;
+	if (sib_send_start(x->ep, &h, &f, sizeof(f), NULL, 0, NULL, &c) == SIB_OK)
+		sib_request_free(c);
+}
+
+static void am_deliver(sib_worker_t *w, struct sib_rndv_rx *x)
+{
+	struct sib_am_slot *a = &w->am[x->am_id];
+	struct am_kept *k = SIB_CONTAINER(x->am_buf, struct am_kept, data);
+
+	if (a->cb && a->cb(a->arg, x->ep->id, x->am_hdr, x->am_hlen, x->am_buf,
+			   x->total) == SIB_INPROGRESS) {
+		sib_list_add_tail(&w->rma->am_kept, &k->link);
+		return;
+	}
+	if (!a->cb)
+		sib_log("active message %u from %u: no handler", x->am_id, x->ep->id);
+	free(k);
+}
+
+static void rx_finish(sib_worker_t *w, struct sib_rndv_rx *x)
+{
+	struct sib_rma_w *rw = w->rma;
+	struct sib_request *r = x->r;
+	sib_status_t st = x->st;
+
+	if (st == SIB_ERR_REMOTE_ACCESS && (x->ep->failed || sib_peer_dead(x->ep)))
+		st = SIB_ERR_PEER_FAILED;   /* its buffer went with it */
+	if (x->canceled)
+		st = SIB_ERR_CANCELED;
+	for (uint32_t i = 0; i < x->nreg; i++)
+		sib_reg_put(w, x->regs[i]);
+	sib_list_del(&x->link);
+	rw->nrx--;
+	if (!x->rid)   /* read variant: the sender waits for my FIN */
+		fin_send(w, x, st == SIB_OK ? SIB_OK : st == SIB_ERR_CANCELED ?
+			 SIB_ERR_CANCELED : SIB_ERR_IO);
+	if (st == SIB_OK) {
+		rw->rndv_rx++;
+		w->c.rx_msgs[SIB_PROTO_RNDV]++;
+		w->c.rx_bytes[SIB_PROTO_RNDV] += x->want;
+	}
+	if (r) {
+		r->rndv = NULL;
+		if (r->ep && r->ep->rx_named)
+			r->ep->rx_named--;
+		if (r->wild && w->rx_wild)
+			w->rx_wild--;
+		if (st == SIB_OK && x->total > x->want)
+			st = SIB_ERR_TRUNCATED;
+		sib_req_complete(r, st);
+	} else if (st == SIB_OK && !rw->destroying) {
+		am_deliver(w, x);
+	} else {
+		sib_log("active message %u from %u by rendezvous: %s", x->am_id,
+			x->ep->id, sib_status_string(st));
+		if (x->am_buf)
+			free(SIB_CONTAINER(x->am_buf, struct am_kept, data));
+	}
+	free(x->am_hdr);
+	free(x);
+}
+
+static void piece_done(sib_request_t *p, sib_status_t st, void *arg)
+{
+	struct sib_rndv_rx *x = arg;
+
+	free(p->rdma);
+	p->rdma = NULL;
+	x->out--;
+	if (st != SIB_OK && x->st == SIB_OK)
+		x->st = st;
+	if (!x->out && !x->hold && !x->wfin)
+		rx_finish(x->w, x);
+}
+
+/* Where the bytes go: the posted buffer (contiguous or pieces) or, for an
+ * active message, a buffer of our own. */
+struct lseg {
+	uint8_t *addr;
+	size_t len;
+	uint32_t lkey;
+};
+
+static int local_segs(sib_worker_t *w, struct sib_rndv_rx *x, struct lseg *ls,
+		      uint32_t *nls, int access)
+{
+	struct sib_iov one, *v = &one;
+	size_t n = 1, left = x->want;
+
+	if (x->r && x->r->iov) {
+		v = (struct sib_iov *)x->r->iov;
+		n = x->r->niov;
+	} else {
+		one.base = x->r ? x->r->buf : x->am_buf;
+		one.len = x->want;
+	}
+	*nls = 0;
+	for (size_t i = 0; i < n && left; i++) {
+		size_t l = v[i].len < left ? v[i].len : left;
+
+		if (!l)
+			continue;
+		x->regs[x->nreg] = sib_reg_get(w, v[i].base, l, access);
+		if (!x->regs[x->nreg])
+			return -1;
+		ls[*nls] = (struct lseg){ v[i].base, l, x->regs[x->nreg]->mr->lkey };
+		x->nreg++;
+		(*nls)++;
+		left -= l;
+	}
+	return 0;
+}
+
+static int piece_post(sib_worker_t *w, struct sib_rndv_rx *x, uint8_t *laddr,
+		      uint32_t lkey, uint64_t raddr, uint32_t rkey, size_t len)
+{
+	struct sib_request *p = sib_req_new(w, SIB_REQ_SEND,
+					    &(struct sib_op_params){
+						    .send_cb = piece_done,
+						    .cb_arg = x });
+	struct sib_rdma *d = calloc(1, sizeof(*d));
+
+	if (!p || !d) {
+		free(p);
+		free(d);
+		return -1;
+	}
+	*d = (struct sib_rdma){ .opcode = IBV_WR_RDMA_READ, .laddr = (uintptr_t)laddr,
+				.len = (uint32_t)len, .lkey = lkey, .raddr = raddr,
+				.rkey = rkey, .srqn = x->ep->addr.srqn[0],
+				.parent = x };
+	p->ep = x->ep;
+	p->proto = SIB_PROTO_RNDV;
+	p->rdma = d;
+	p->freed = true;
+	p->st.length = len;
+	x->ep->tx_issued++;
+	x->out++;
+	sib_host_submit(w, x->ep->host, p);
+	return 0;
+}
+
+/* Read the remote segments into the local ones, pieces of at most chunk. */
+static void rx_read(sib_worker_t *w, struct sib_rndv_rx *x,
+		    const struct sib_rseg *rs, uint32_t nrs)
+{
+	static __thread struct lseg ls[SIB_IOV_MAX];
+	uint32_t nls, i = 0, j = 0;
+	size_t ri = 0, li = 0, left = x->want, chunk = w->rma->chunk;
+
+	if (local_segs(w, x, ls, &nls, IBV_ACCESS_LOCAL_WRITE)) {
+		x->st = SIB_ERR_NO_RESOURCE;
+		return;
+	}
+	while (left && i < nrs && j < nls) {
+		size_t n = rs[i].len - ri;
+
+		if (n > ls[j].len - li)
+			n = ls[j].len - li;
+		if (n > chunk)
+			n = chunk;
+		if (n > left)
+			n = left;
+		if (piece_post(w, x, ls[j].addr + li, ls[j].lkey, rs[i].addr + ri,
+			       rs[i].rkey, n)) {
+			x->st = SIB_ERR_NO_MEMORY;
+			return;
+		}
+		left -= n;
+		ri += n;
+		li += n;
+		if (ri == rs[i].len) {
+			i++;
+			ri = 0;
+		}
+		if (li == ls[j].len) {
+			j++;
+			li = 0;
+		}
+	}
+	if (left)
+		x->st = SIB_ERR_IO;   /* segments shorter than announced */
+}
+
+/* WRITE variant: expose the buffer and ask the sender to write it. */
+static void rx_ask_write(sib_worker_t *w, struct sib_rndv_rx *x)
+{
+	static __thread struct lseg ls[SIB_IOV_MAX];
+	struct sib_hdr h = { .type = SIB_MSG_RTR };
+	struct sib_rtr *m;
+	struct sib_rseg *seg;
+	sib_request_t *c;
+	uint32_t nls;
+	size_t len;
+
+	if (local_segs(w, x, ls, &nls, IBV_ACCESS_REMOTE_WRITE)) {
+		x->st = SIB_ERR_NO_RESOURCE;
+		return;
+	}
+	len = sizeof(*m) + nls * sizeof(*seg);
+	m = calloc(1, len);
+	if (!m) {
+		x->st = SIB_ERR_NO_MEMORY;
+		return;
+	}
+	x->rid = w->rma->cookie_next++;
+	*m = (struct sib_rtr){ .cookie = x->cookie, .rid = x->rid, .want = x->want,
+			       .nseg = nls };
+	seg = (struct sib_rseg *)(m + 1);
+	for (uint32_t i = 0; i < nls; i++)
+		seg[i] = (struct sib_rseg){ (uintptr_t)ls[i].addr, ls[i].len,
+					    x->regs[i]->mr->rkey, 0 };
+	if (len > sib_eager_max(w) ||
+	    sib_send_start(x->ep, &h, m, len, NULL, 0, NULL, &c)) {
+		x->st = SIB_ERR_NO_RESOURCE;
+		x->rid = 0;
+	} else {
+		sib_request_free(c);
+		x->wfin = true;
+	}
+	free(m);
+}
+
+/* Start reading an RTS (p, len: its payload) for receive r (NULL: AM). */
+static void rx_start(sib_worker_t *w, struct sib_request *r, struct sib_ep *ep,
+		     const struct sib_hdr *h, const uint8_t *p, size_t len)
+{
+	const struct sib_rts *rts = (const void *)p;
+	struct sib_rndv_rx *x = calloc(1, sizeof(*x));
+	const struct sib_rseg *rs;
+
+	if (!x) {
+		if (r)
+			sib_req_complete(r, SIB_ERR_NO_MEMORY);
+		return;
+	}
+	x->w = w;
+	x->ep = ep;
+	x->r = r;
+	x->cookie = rts->cookie;
+	x->total = rts->len;
+	x->want = r ? (rts->len < r->len ? rts->len : r->len) : rts->len;
+	x->hold = 1;
+	sib_list_add_tail(&w->rma->rx, &x->link);
+	w->rma->nrx++;
+	if (r) {
+		r->rndv = x;
+		r->st.source = ep->id;
+		r->st.ctx_id = h->ctx;
+		r->st.tag = h->tag;
+		r->st.length = rts->len;
+	} else {
+		struct am_kept *k = malloc(sizeof(*k) + (x->total ? x->total : 1));
+
+		x->am_id = h->am_id;
+		x->am_hlen = rts->hlen;
+		x->am_hdr = malloc(rts->hlen ? rts->hlen : 1);
+		if (!k || !x->am_hdr) {
+			free(k);
+			x->am_buf = NULL;
+			x->st = SIB_ERR_NO_MEMORY;
+		} else {
+			x->am_buf = k->data;
+			memcpy(x->am_hdr, rts + 1, rts->hlen);
+		}
+	}
+	rs = (const void *)(p + sizeof(*rts) + HPAD(rts->hlen));
+	if (ep->failed)
+		x->st = SIB_ERR_PEER_FAILED;
+	else if (!x->st && x->want && (ep->host->local ? w->rma->write_local :
+					  w->rma->write_remote))
+		rx_ask_write(w, x);
+	else if (!x->st && x->want)
+		rx_read(w, x, rs, rts->nseg);
+	(void)len;
+	if (!--x->hold && !x->out && !x->wfin)
+		rx_finish(w, x);
+}
+
+/* ---------------- WRITE variant, sender side ---------------- */
+
+static void fin_w_send(sib_worker_t *w, struct sib_rndv_tx *t, sib_status_t st)
+{
+	struct sib_hdr h = { .type = SIB_MSG_FIN_W };
+	struct sib_fin f = { .cookie = t->rid, .status = st };
+	sib_request_t *c;
+
+	if (w->rma->destroying || t->ep->failed)
+		return;
+	if (sib_send_start(t->ep, &h, &f, sizeof(f), NULL, 0, NULL, &c) == SIB_OK)
+		sib_request_free(c);
+}
+
+static void wpiece_done(sib_request_t *p, sib_status_t st, void *arg)
+{
+	struct sib_rndv_tx *t = arg;
+	sib_worker_t *w = p->w;
+
+	free(p->rdma);
+	p->rdma = NULL;
+	t->out--;
+	if (st != SIB_OK && t->st == SIB_OK)
+		t->st = st;
+	if (t->out)
+		return;
+	if (!t->gone)
+		fin_w_send(w, t, t->st == SIB_OK ? SIB_OK : SIB_ERR_IO);
+	tx_finish(w, t, t->st);
+}
+
+static void tx_write(sib_worker_t *w, struct sib_rndv_tx *t, const uint8_t *p,
+		     size_t len)
+{
+	const struct sib_rtr *m = (const void *)p;
+	const struct sib_rseg *rs = (const void *)(m + 1);
+	size_t left, ri = 0, li = 0, chunk = w->rma->chunk;
+	uint32_t i = 0, j = 0;
+
+	if (len < sizeof(*m) || m->nseg > SIB_IOV_MAX ||
+	    len < sizeof(*m) + m->nseg * sizeof(*rs) || m->want > t->len)
+		return;
+	t->rid = m->rid;
+	left = m->want;
+	t->out++;   /* held while posting */
+	while (left && i < t->nreg && j < m->nseg) {
+		size_t n = t->segs[i].len - li;
+		struct sib_request *q;
+		struct sib_rdma *d;
+
+		if (n > rs[j].len - ri)
+			n = rs[j].len - ri;
+		if (n > chunk)
+			n = chunk;
+		if (n > left)
+			n = left;
+		q = sib_req_new(w, SIB_REQ_SEND, &(struct sib_op_params){
+					.send_cb = wpiece_done, .cb_arg = t });
+		d = calloc(1, sizeof(*d));
+		if (!q || !d) {
+			free(q);
+			free(d);
+			t->st = SIB_ERR_NO_MEMORY;
+			break;
+		}
+		*d = (struct sib_rdma){ .opcode = IBV_WR_RDMA_WRITE,
+					.laddr = (uintptr_t)t->segs[i].base + li,
+					.len = (uint32_t)n, .lkey = t->regs[i]->mr->lkey,
+					.raddr = rs[j].addr + ri, .rkey = rs[j].rkey,
+					.srqn = t->ep->addr.srqn[0], .parent = t };
+		q->ep = t->ep;
+		q->proto = SIB_PROTO_RNDV;
+		q->rdma = d;
+		q->freed = true;
+		t->ep->tx_issued++;
+		t->out++;
+		sib_host_submit(w, t->ep->host, q);
+		left -= n;
+		li += n;
+		ri += n;
+		if (li == t->segs[i].len) {
+			i++;
+			li = 0;
+		}
+		if (ri == rs[j].len) {
+			j++;
+			ri = 0;
+		}
+	}
+	if (left && t->st == SIB_OK)
+		t->st = SIB_ERR_IO;
+	/* the posting hold: as if a piece completed */
+	t->out--;
+	if (!t->out) {
+		if (!t->gone)
+			fin_w_send(w, t, t->st == SIB_OK ? SIB_OK : SIB_ERR_IO);
+		tx_finish(w, t, t->st);
+	}
+}
+
+static struct sib_rndv_rx *rx_find(struct sib_rma_w *rw, uint64_t rid)
+{
+	for (sib_link_t *e = rw->rx.next; e != &rw->rx; e = e->next) {
+		struct sib_rndv_rx *x = SIB_CONTAINER(e, struct sib_rndv_rx, link);
+
+		if (x->rid == rid && x->wfin)
+			return x;
+	}
+	return NULL;
+}
+
+static bool rts_valid(const uint8_t *p, size_t len)
+{
+	const struct sib_rts *rts = (const void *)p;
+
+	return len >= sizeof(*rts) && rts->nseg <= SIB_IOV_MAX &&
+	       rts->hlen <= UINT16_MAX &&
+	       len >= sizeof(*rts) + HPAD(rts->hlen) + rts->nseg * sizeof(struct sib_rseg) &&
+	       rts->from.magic == SIB_ADDR_MAGIC;
+}
+
+void sib_rndv_rx(sib_worker_t *w, struct sib_ep *src, const struct sib_hdr *h,
+		 const uint8_t *p, size_t len)
+{
+	const struct sib_rts *rts = (const void *)p;
+	struct sib_mq_recv *mr;
+	struct sib_message *m;
+
+	if (h->type == SIB_MSG_FIN) {
+		struct sib_fin f;
+		struct sib_rndv_tx *t;
+
+		if (len < sizeof(f))
+			return;
+		memcpy(&f, p, sizeof(f));
+		t = tx_find(w->rma, f.cookie);
+		if (t)
+			tx_finish(w, t, f.status == SIB_OK ? SIB_OK :
+				  f.status == SIB_ERR_CANCELED ? SIB_ERR_CANCELED :
+				  SIB_ERR_IO);
+		return;
+	}
+	if (h->type == SIB_MSG_RTR) {
+		struct sib_rndv_tx *t;
+		uint64_t ck;
+
+		if (len < sizeof(struct sib_rtr))
+			return;
+		memcpy(&ck, p, sizeof(ck));
+		t = tx_find(w->rma, ck);
+		if (t && !t->gone)
+			tx_write(w, t, p, len);
+		return;
+	}
+	if (h->type == SIB_MSG_FIN_W) {
+		struct sib_fin f;
+		struct sib_rndv_rx *x;
+
+		if (len < sizeof(f))
+			return;
+		memcpy(&f, p, sizeof(f));
+		x = rx_find(w->rma, f.cookie);
+		if (!x)
+			return;
+		x->wfin = false;
+		if (f.status != SIB_OK && x->st == SIB_OK)
+			x->st = SIB_ERR_IO;
+		if (!x->out && !x->hold)
+			rx_finish(w, x);
+		return;
+	}
+	if (!rts_valid(p, len)) {
+		sib_log("malformed rendezvous from %u dropped", src->id);
+		return;
+	}
+	if (!src->has_addr) {   /* a sender I never addressed: now I can */
+		src->host = sib_host_get(w, &rts->from);
+		if (!src->host)
+			return;
+		src->addr = rts->from;
+		src->has_addr = true;
+	}
+	if (h->type == SIB_MSG_AM_RTS) {
+		if (h->am_id < SIB_AM_MAX_ID)
+			rx_start(w, NULL, src, h, p, len);
+		return;
+	}
+	mr = sib_mq_arrive(&w->mq, src->id, h->ctx, h->tag);
+	if (mr) {
+		rx_start(w, SIB_CONTAINER(mr, struct sib_request, mrecv), src, h,
+			 p, len);
+		return;
+	}
+	/* nobody waits: keep the RTS; the read starts when a receive takes it */
+	m = malloc(sizeof(*m) + len + sizeof(struct sib_hdr));
+	if (!m) {
+		sib_log("out of memory: rendezvous from %u dropped", src->id);
+		return;
+	}
+	memset(&m->m, 0, sizeof(m->m));
+	m->m.tag = h->tag;
+	m->m.src = src->id;
+	m->m.ctx = h->ctx;
+	m->m.len = rts->len;
+	m->len = len;
+	m->rndv = true;
+	memcpy(m->data, p, len);
+	sib_mq_add_unexpected(&w->mq, &m->m);
+	w->c.unexpected++;
+}
+
+void sib_rndv_matched(sib_worker_t *w, struct sib_request *r,
+		      struct sib_message *m)
+{
+	struct sib_hdr h = { .ctx = m->m.ctx, .tag = m->m.tag };
+	struct sib_ep *ep = sib_ep_get(w, m->m.src);
+
+	if (!ep) {
+		sib_req_complete(r, SIB_ERR_NO_MEMORY);
+		return;
+	}
+	rx_start(w, r, ep, &h, m->data, m->len);
+}
+
+sib_status_t sib_rndv_cancel(sib_worker_t *w, struct sib_request *r)
+{
+	struct sib_rndv_rx *x = r->rndv;
+	struct sib_host *hs = x->ep->host;
+	sib_link_t *lists[2] = { &hs->pending, &hs->retry }, *e, *n;
+
+	x->canceled = true;
+	x->hold++;
+	for (int i = 0; i < 2; i++)
+		for (e = lists[i]->next; e != lists[i]; e = n) {
+			struct sib_request *p = SIB_CONTAINER(e, struct sib_request,
+							      qlink);
+
+			n = e->next;
+			if (!p->rdma || p->rdma->parent != x)
+				continue;
+			sib_list_del(e);
+			sib_send_finished(w, p, SIB_ERR_CANCELED);
+		}
+	/* the pieces already posted write into the buffer: the receive
+	 * completes after the last of them (WRITE variant: after the
+	 * sender's FIN_W, its writes being beyond my reach) */
+	if (!--x->hold && !x->out && !x->wfin)
+		rx_finish(w, x);
+	return SIB_OK;
+}
+
+void sib_rndv_ep_failed(sib_worker_t *w, struct sib_ep *ep)
+{
+	sib_link_t *e, *n;
+
+	if (!w->rma)
+		return;
+	for (e = w->rma->tx.next; e != &w->rma->tx; e = n) {
+		struct sib_rndv_tx *t = SIB_CONTAINER(e, struct sib_rndv_tx, link);
+
+		n = e->next;
+		if (t->ep == ep)
+			tx_finish(w, t, SIB_ERR_PEER_FAILED);
+	}
+	for (e = w->rma->rx.next; e != &w->rma->rx; e = n) {
+		struct sib_rndv_rx *x = SIB_CONTAINER(e, struct sib_rndv_rx, link);
+
+		n = e->next;
+		if (x->ep != ep || !x->wfin)
+			continue;
+		x->wfin = false;
+		if (x->st == SIB_OK)
+			x->st = SIB_ERR_PEER_FAILED;
+		if (!x->out && !x->hold)
+			rx_finish(w, x);
+	}
+}
+
+bool sib_rndv_am_release(sib_worker_t *w, void *data)
+{
+	sib_link_t *h = &w->rma->am_kept;
+
+	for (sib_link_t *e = h->next; e != h; e = e->next) {
+		struct am_kept *k = SIB_CONTAINER(e, struct am_kept, link);
+
+		if (k->data == data) {
+			sib_list_del(e);
+			free(k);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* The worker goes: sends waiting for a FIN are cancelled; reads finish
+ * (cancelled) as the runtime takes their WRs back. */
+void sib_rndv_fini(sib_worker_t *w)
+{
+	if (!w->rma)
+		return;
+	sib_link_t *e, *n;
+
+	w->rma->destroying = true;
+	/* those with WRITEs in flight finish as the runtime takes them back */
+	for (e = w->rma->tx.next; e != &w->rma->tx; e = n) {
+		n = e->next;
+		tx_finish(w, SIB_CONTAINER(e, struct sib_rndv_tx, link),
+			  SIB_ERR_CANCELED);
+	}
+	/* reads waiting for a FIN_W that will not come */
+	for (e = w->rma->rx.next; e != &w->rma->rx; e = n) {
+		struct sib_rndv_rx *x = SIB_CONTAINER(e, struct sib_rndv_rx, link);
+
+		n = e->next;
+		if (!x->wfin)
+			continue;
+		x->wfin = false;
+		x->st = SIB_ERR_CANCELED;
+		if (!x->out && !x->hold)
+			rx_finish(w, x);
+	}
+}
