@@ -494,7 +494,10 @@ static int piece_post(sib_worker_t *w, struct sib_rndv_rx *x, uint8_t *laddr,
 static void rx_read(sib_worker_t *w, struct sib_rndv_rx *x,
 		    const struct sib_rseg *rs, uint32_t nrs)
 {
-	static __thread struct lseg ls[SIB_IOV_MAX];
+	/* on the stack (6 KiB), not thread-local: libsib is dlopen'ed by the
+	 * MPI component, and the memory hooks make its TLS static, which must
+	 * fit glibc's small surplus */
+	struct lseg ls[SIB_IOV_MAX];
 	uint32_t nls, i = 0, j = 0;
 	size_t ri = 0, li = 0, left = x->want, chunk = w->rma->chunk;
 
@@ -535,7 +538,7 @@ static void rx_read(sib_worker_t *w, struct sib_rndv_rx *x,
 /* WRITE variant: expose the buffer and ask the sender to write it. */
 static void rx_ask_write(sib_worker_t *w, struct sib_rndv_rx *x)
 {
-	static __thread struct lseg ls[SIB_IOV_MAX];
+	struct lseg ls[SIB_IOV_MAX];   /* on the stack: see rx_read */
 	struct sib_hdr h = { .type = SIB_MSG_RTR };
 	struct sib_rtr *m;
 	struct sib_rseg *seg;
