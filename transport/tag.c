@@ -421,6 +421,25 @@ static int iov_set(struct sib_request *r, const void *buf, size_t n)
 	return 0;
 }
 
+/* A receive request for buf/len (pieces with SIB_OP_IOV); the worker's
+ * lock is held. Shared by the receive and the matched receive. */
+static sib_status_t recv_req_new(sib_worker_t *w, void *buf, size_t len,
+				 const struct sib_op_params *op, struct sib_request **rp)
+{
+	struct sib_request *r = sib_req_new(w, SIB_REQ_RECV, op);
+
+	if (!r)
+		return SIB_ERR_NO_MEMORY;
+	r->buf = buf;
+	r->len = len;
+	if (op && (op->flags & SIB_OP_IOV) && iov_set(r, buf, len)) {
+		free(r);
+		return SIB_ERR_INVALID_PARAM;
+	}
+	*rp = r;
+	return SIB_OK;
+}
+
 void sib_deliver(sib_worker_t *w, struct sib_ep *src, const struct sib_hdr *h,
 		 uint8_t *payload, size_t len, uint32_t cls, uint32_t idx,
 		 bool *keep)
@@ -479,24 +498,17 @@ SIB_API sib_status_t sib_tag_recv_nb(sib_worker_t *w, void *buf, size_t len,
 	struct sib_request *r;
 	struct sib_mq_msg *mm;
 	struct sib_ep *ep = NULL;
+	sib_status_t st;
 
 	if (req)
 		*req = NULL;
 	if (!w || !req || (!buf && len))
 		return SIB_ERR_INVALID_PARAM;
 	sib_lock(w);
-	r = sib_req_new(w, SIB_REQ_RECV, op);
-	if (!r) {
+	st = recv_req_new(w, buf, len, op, &r);
+	if (st != SIB_OK) {
 		sib_unlock(w);
-		return SIB_ERR_NO_MEMORY;
-	}
-	r->buf = buf;
-	r->len = len;
-	if (op && (op->flags & SIB_OP_IOV) && iov_set(r, buf, len)) {
-		free(r);
-		*req = NULL;
-		sib_unlock(w);
-		return SIB_ERR_INVALID_PARAM;
+		return st;
 	}
 	r->mrecv.tag = tag;
 	r->mrecv.mask = mask;
@@ -564,23 +576,17 @@ SIB_API sib_status_t sib_tag_mrecv_nb(sib_worker_t *w, void *buf, size_t len,
 				      sib_request_t **req)
 {
 	struct sib_request *r;
+	sib_status_t st;
 
 	if (req)
 		*req = NULL;
 	if (!w || !msg || !req || (!buf && len))
 		return SIB_ERR_INVALID_PARAM;
 	sib_lock(w);
-	r = sib_req_new(w, SIB_REQ_RECV, op);
-	if (!r) {
+	st = recv_req_new(w, buf, len, op, &r);
+	if (st != SIB_OK) {
 		sib_unlock(w);
-		return SIB_ERR_NO_MEMORY;
-	}
-	r->buf = buf;
-	r->len = len;
-	if (op && (op->flags & SIB_OP_IOV) && iov_set(r, buf, len)) {
-		free(r);
-		sib_unlock(w);
-		return SIB_ERR_INVALID_PARAM;
+		return st;
 	}
 	*req = r;
 	if (msg->rndv)
