@@ -452,8 +452,6 @@ static void test_legacy_event(void)
 	side_free(&s);
 }
 
-/* ======================== the modern API ======================== */
-
 static int add_suites(void)
 {
 	CU_pSuite s;

@@ -455,8 +455,6 @@ bool wait_event(struct ibv_context *c, unsigned type,
 	return false;
 }
 
-/* ================= seed 000: ibv_query_xrc_rcv_qp(3) ================= */
-
 /* What ibv_query_xrc_rcv_qp must return for a receive QP in RTR. */
 void check_rtr_attrs(const struct ibv_qp_attr *q, uint32_t src_qpn)
 {
