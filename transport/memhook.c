@@ -400,7 +400,8 @@ static int write_code(uint8_t *at, const uint8_t *bytes, size_t n)
 	uint64_t head;
 
 	memcpy(&head, bytes, 8);
-	__atomic_store_n((uint64_t *)(void *)at, head, __ATOMIC_SEQ_CST);
+	/* code bytes, not an object: viewed as an atomic word for this store */
+	atomic_store_explicit((_Atomic uint64_t *)(void *)at, head, memory_order_seq_cst);
 	mprotect((void *)lo, span, PROT_READ | PROT_EXEC);
 	__builtin___clear_cache((char *)at, (char *)at + n);
 	return 0;
