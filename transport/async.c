@@ -20,34 +20,60 @@
  * SIB_ASYNC=0.
  *
  * Exclusion (the gate): an application call and the thread each announce
- * themselves with a seq_cst store to their own word, then read the other's
- * with a seq_cst load. That is Dekker's pattern: seq_cst keeps the two
- * stores from both sitting in store buffers while both loads read 0, so at
- * most one side gets in. The thread backs off when it finds the
- * application in; the application spins the short while the thread is in
- * (a few posts and UD sends). Leaving is a release store, entering a
- * seq_cst (acquiring) load: what one side wrote in the worker is visible
- * to the other when it gets in.
+ * themselves in a word of their own, then read the other's: Dekker's
+ * pattern, which needs a full fence between each side's store and load
+ * (x86 lets a load pass an earlier store). The application's side is on
+ * every call, so its fence is the thread's business: the thread, which
+ * enters at most once per look, issues membarrier(PRIVATE_EXPEDITED)
+ * between its store and its load, which runs a full barrier on every
+ * thread of the process. Either the application's store came before that
+ * barrier and the thread sees it (and backs off), or its load comes after
+ * and sees the thread's word (and the application waits the short while
+ * the thread is in: a few posts and UD sends). The application pays two
+ * plain stores and a plain (acquire) load per call. Where membarrier is
+ * refused, both sides use seq_cst stores instead (one atomic exchange per
+ * call). Leaving is a release store, entering an acquire load: what one
+ * side wrote in the worker is visible to the other when it gets in.
  */
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/membarrier.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "sib_int.h"
 
 #define SIB_ASYNC_MS 20
 
+/* membarrier(PRIVATE_EXPEDITED), registered once per process: 1 if the
+ * kernel gives it, 0 if not (then the gate is seq_cst on both sides). */
+static int barrier_ok = -1;
+static pthread_once_t barrier_once = PTHREAD_ONCE_INIT;
+
+static void barrier_register(void)
+{
+	barrier_ok = syscall(SYS_membarrier,
+			     MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+
 /* The application enters a call (sib_lock; nested calls count once). */
 void sib_gate_enter(sib_worker_t *w)
 {
 	if (w->gate_depth++)
 		return;
-	atomic_store_explicit(&w->app_in, 1, memory_order_seq_cst);
-	while (atomic_load_explicit(&w->cm_in, memory_order_seq_cst))
+	if (w->gate_strong) {
+		atomic_store_explicit(&w->app_in, 1, memory_order_seq_cst);
+	} else {
+		atomic_store_explicit(&w->app_in, 1, memory_order_relaxed);
+		/* the compiler keeps the order; the thread's membarrier
+		 * makes it a fence when it matters */
+		atomic_signal_fence(memory_order_seq_cst);
+	}
+	while (atomic_load_explicit(&w->cm_in, memory_order_acquire))
 		sched_yield();
 }
 
@@ -63,8 +89,16 @@ void sib_gate_leave(sib_worker_t *w)
 
 static bool cm_enter(sib_worker_t *w)
 {
-	atomic_store_explicit(&w->cm_in, 1, memory_order_seq_cst);
-	if (!atomic_load_explicit(&w->app_in, memory_order_seq_cst))
+	if (w->gate_strong) {
+		atomic_store_explicit(&w->cm_in, 1, memory_order_seq_cst);
+	} else {
+		atomic_store_explicit(&w->cm_in, 1, memory_order_relaxed);
+		if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0)) {
+			atomic_store_explicit(&w->cm_in, 0, memory_order_relaxed);
+			return false;
+		}
+	}
+	if (!atomic_load_explicit(&w->app_in, memory_order_acquire))
 		return true;
 	atomic_store_explicit(&w->cm_in, 0, memory_order_release);
 	return false;
@@ -125,6 +159,8 @@ void sib_async_start(sib_worker_t *w)
 		sib_log("connection thread: eventfd: errno %d", errno);
 		return;
 	}
+	pthread_once(&barrier_once, barrier_register);
+	w->gate_strong = barrier_ok != 1;
 	/* the gate is on before the thread can look */
 	w->async_on = true;
 	err = pthread_create(&w->async_th, NULL, async_main, w);

@@ -296,6 +296,7 @@ struct sib_worker {
 	/* the connection thread and its gate (async.c) */
 	bool async_on;
 	bool in_cm;              /* the thread runs host.c: no callbacks */
+	bool gate_strong;        /* no membarrier: seq_cst on both sides */
 	uint32_t gate_depth;     /* the application's nested calls */
 	_Atomic uint32_t app_in, cm_in;
 	_Atomic uint64_t app_calls;   /* calls left: the thread's clue */
