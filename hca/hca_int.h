@@ -96,9 +96,10 @@ struct hca_dev {
 	struct hca_qp *waiting;     /* QPs with a send WQE held back */
 	_Atomic uint64_t next_wake_ns;
 
-	struct hca_qp **qp_tab;     /* by QPN: HCA_MAX_QP, sparse (mmap) */
-	struct hca_cq *cq_tab[HCA_MAX_CQ];
-	struct hca_srq *srq_tab[HCA_MAX_SRQ];
+	/* our objects by directory index (obj_tab.c: who reads them how) */
+	struct hca_qp *_Atomic *qp_tab; /* by QPN: HCA_MAX_QP, sparse (mmap) */
+	struct hca_cq *_Atomic cq_tab[HCA_MAX_CQ];
+	struct hca_srq *_Atomic srq_tab[HCA_MAX_SRQ];
 	uint16_t *xrc_local;    /* by QPN, sparse: our handles on each XRC target QP */
 	struct hca_ctx *ctxs;
 	struct hca_link link;
@@ -212,6 +213,7 @@ struct hca_cq {
 	int arm_solicited;      /* how the consumer last armed it */
 	void *user;
 	pthread_mutex_t poll_lock;  /* resize only: polls take no lock */
+	_Atomic int pin;        /* doorbell dispatches acting on it (obj_tab.c) */
 	_Atomic int refs;       /* QPs on it */
 	_Atomic int udp_qps;    /* of them, with a UDP path: polls read the link */
 };
@@ -237,6 +239,7 @@ struct hca_srq {
 	uint64_t ring_size;
 	uint32_t max_wr, max_sge;
 	void *user;
+	_Atomic int pin;        /* doorbell dispatches acting on it (obj_tab.c) */
 	_Atomic int refs;       /* QPs on it */
 	struct hca_xrcd *xrcd;
 	struct hca_cq *cq;      /* XRC SRQ */
@@ -293,7 +296,8 @@ struct hca_qp {
 	bool rnr_wait;              /* held by an RNR NAK: a kick may resume it */
 	struct hca_qp *next_wait;
 	bool sqd_event_due;
-	_Atomic int pin;            /* progress thread is running it */
+	_Atomic int pin;            /* progress thread is running it, or
+				     * dispatching an event to it (obj_tab.c) */
 	_Atomic bool dying;         /* being destroyed: no list takes it */
 
 	/* UDP link, requester (sq_lock) */
@@ -416,6 +420,19 @@ struct hca_db_msg {
 	uint32_t idx;
 	uint32_t id;             /* qpn / handle: stale-message guard */
 };
+
+/* obj_tab.c: our objects by index, pinned against their destruction */
+extern void (*hca_db_dispatch_hook)(const struct hca_db_msg *m);
+void hca_pin_wait(_Atomic int *pin);
+void hca_qp_tab_set(struct hca_dev *dev, uint32_t idx, struct hca_qp *qp);
+struct hca_qp *hca_qp_get(struct hca_dev *dev, uint32_t idx, uint32_t qpn);
+void hca_qp_put(struct hca_qp *qp);
+void hca_cq_tab_set(struct hca_dev *dev, uint32_t idx, struct hca_cq *cq);
+struct hca_cq *hca_cq_get(struct hca_dev *dev, uint32_t idx, uint32_t handle);
+void hca_cq_put(struct hca_cq *cq);
+void hca_srq_tab_set(struct hca_dev *dev, uint32_t idx, struct hca_srq *srq);
+struct hca_srq *hca_srq_get(struct hca_dev *dev, uint32_t idx, uint32_t handle);
+void hca_srq_put(struct hca_srq *srq);
 
 /* event.c */
 void hca_raise_qp_event(struct hca_dev *dev, struct hca_qp_ent *e,
