@@ -475,13 +475,20 @@ struct hca_srq *hca_srq_make(struct hca_pd *pd, struct hca_xrcd *xrcd,
 /* mr.c */
 struct hca_mr_ent *hca_mr_lookup(struct hca_seg *seg, uint32_t key);
 
-/* mem.c: moving bytes between this process and a buffer of another */
+/* fence.c: copy sections against key invalidation */
+void hca_fence_enter(struct hca_dev *dev);
+void hca_fence_exit(struct hca_dev *dev);
+bool hca_fence_inside(void);
+void hca_fence_wait(struct hca_dev *dev);
+
+/* mem.c: moving bytes between this process and a buffer of another;
+ * keys[i] is the memory key remote[i] was checked against (fence.c) */
 int hca_mem_write(struct hca_dev *dev, uint16_t slot, uint32_t gen,
 		  const struct iovec *local, int nlocal,
-		  const struct iovec *remote, int nremote);
+		  const struct iovec *remote, const uint32_t *keys, int nremote);
 int hca_mem_read(struct hca_dev *dev, uint16_t slot, uint32_t gen,
 		 const struct iovec *local, int nlocal,
-		 const struct iovec *remote, int nremote);
+		 const struct iovec *remote, const uint32_t *keys, int nremote);
 
 /* xrc.c */
 void hca_xrc_reg(struct hca_seg *seg, struct hca_qp_ent *e, uint16_t slot, bool on);
@@ -593,7 +600,7 @@ int hca_bounce_attach(struct hca_dev *dev);
 uint64_t hca_bounce_bytes(void);
 int hca_bounce_move(struct hca_dev *dev, uint16_t slot, uint32_t gen, bool write,
 		    const struct iovec *local, int nlocal,
-		    const struct iovec *remote, int nremote);
+		    const struct iovec *remote, const uint32_t *keys, int nremote);
 
 static inline int hca_ilog2_ceil(uint32_t v)
 {

@@ -380,7 +380,7 @@ static void push_deferred(struct hca_qp *qp, struct hca_msg *m)
 }
 
 /* Execute the head WQE. Returns false when it must wait (or the QP erred). */
-static bool exec_head(struct hca_qp *qp)
+static bool exec_head_fenced(struct hca_qp *qp)
 {
 	struct hca_swqe *w = SQ_SLOT(qp, qp->sq_head);
 	struct iovec iov[HCA_MAX_SGE];
@@ -419,6 +419,21 @@ static bool exec_head(struct hca_qp *qp)
 		hca_req_fail_head(qp, w, nak_status[rs]);
 		return false;
 	}
+}
+
+/*
+ * Inside a copy section (fence.c): from the lookup of our lkeys to the
+ * last byte that lands in our buffers (a READ's data, an atomic's
+ * original value), a dereg of one of them waits for us.
+ */
+static bool exec_head(struct hca_qp *qp)
+{
+	bool more;
+
+	hca_fence_enter(qp->dev);
+	more = exec_head_fenced(qp);
+	hca_fence_exit(qp->dev);
+	return more;
 }
 
 static void sq_progress_locked(struct hca_qp *qp)
