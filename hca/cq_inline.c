@@ -193,16 +193,17 @@ static bool slot_copy(struct hca_dev *dev, const struct hca_inl_pool *p,
 		      const struct hca_inl_slot *s)
 {
 	struct iovec to[HCA_MAX_SGE], from;
+	struct hca_fence f;
 	bool ok;
 
-	hca_fence_enter(dev);
+	hca_fence_enter(dev, &f);
 	ok = slot_targets(dev, p, s, to);
 	if (ok) {
 		from.iov_base = (void *)(s + 1);
 		from.iov_len = s->len;
 		hca_iov_copy(to, (int)s->niov, &from, 1);
 	}
-	hca_fence_exit(dev);
+	hca_fence_exit(&f);
 	return ok;
 }
 

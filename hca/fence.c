@@ -13,10 +13,13 @@
  * Copy sections. A copier brackets "look the key up .. last byte moved"
  * with hca_fence_enter / hca_fence_exit. A section is marked in a record
  * of the copier's process slot in the segment (seg->fence[slot][i]): a
- * word gen << 32 | seq, seq odd while the section runs. A thread takes a
- * free record for the length of its outermost section (nested sections
- * are counted in the thread); the threads of a process never share one
- * at the same time.
+ * word gen << 32 | seq, seq odd while the section runs. A section takes a
+ * free record for its length (the caller keeps which in a struct
+ * hca_fence); two sections never share one. A section inside another
+ * (the bounce server run by a waiting requester) takes a record of its
+ * own; the shared-memory requester's section covers the responder it runs
+ * (hca_msg.fenced), which then opens none. A thread inside a section
+ * never invalidates a key: it would wait for itself.
  *
  * Invalidation. The owner invalidates the key (dereg stores 0, rereg a
  * new key), then hca_fence_wait scans the records of every live process
@@ -58,13 +61,6 @@
 
 #include "hca_int.h"
 
-static _Thread_local struct {
-	_Atomic uint64_t *word;  /* the record held, while depth > 0 */
-	uint64_t mark;           /* the odd value we stored in it */
-	unsigned depth;
-	unsigned hint;           /* the record tried first */
-} tls;
-
 /* Raise the slot's high-water mark to cover record i (seq_cst: see above). */
 static void fence_hi_cover(_Atomic uint32_t *hi, uint32_t i)
 {
@@ -74,51 +70,35 @@ static void fence_hi_cover(_Atomic uint32_t *hi, uint32_t i)
 		;
 }
 
-void hca_fence_enter(struct hca_dev *dev)
+/* The other records, when the thread's own (hca_fence_enter) is taken. */
+void hca_fence_enter_slow(struct hca_dev *dev, struct hca_fence *f)
 {
 	struct hca_seg *seg = dev->seg;
 	struct hca_fence_rec *recs = seg->fence[dev->slot];
 	uint64_t gen = dev->gen;
+	unsigned hint = hca_fence_hint();
 
-	if (tls.depth++)
-		return;
 	for (;;) {
 		for (unsigned n = 0; n < HCA_FENCE_RECS; n++) {
-			unsigned i = (tls.hint + n) % HCA_FENCE_RECS;
+			unsigned i = (hint + n) % HCA_FENCE_RECS;
 			_Atomic uint64_t *w = &recs[i].word;
 			uint64_t cur = atomic_load_explicit(w, memory_order_relaxed), next;
 
 			if (cur >> 32 == gen && (cur & 1))
-				continue; /* another thread of ours is inside */
+				continue; /* another section of ours is inside */
 			/* a word of the slot's previous occupant starts over */
 			next = cur >> 32 == gen ? cur + 1 : gen << 32 | 1;
 			if (i >= atomic_load(&seg->fence_hi[dev->slot]))
 				fence_hi_cover(&seg->fence_hi[dev->slot], i);
 			if (atomic_compare_exchange_strong(w, &cur, next)) {
-				tls.word = w;
-				tls.mark = next;
-				tls.hint = i;
+				f->word = w;
+				f->mark = next;
 				return;
 			}
 		}
 		/* every record of ours is inside a section: they are short */
 		sched_yield();
 	}
-}
-
-void hca_fence_exit(struct hca_dev *dev)
-{
-	(void)dev;
-	if (--tls.depth)
-		return;
-	/* release: the bytes we moved before the owner sees us out */
-	atomic_store_explicit(tls.word, tls.mark + 1, memory_order_release);
-	tls.word = NULL;
-}
-
-bool hca_fence_inside(void)
-{
-	return tls.depth > 0;
 }
 
 /*
@@ -200,8 +180,8 @@ void hca_fence_wait(struct hca_dev *dev)
 			_Atomic uint64_t *w = &seg->fence[s][i].word;
 			uint64_t cur = atomic_load(w);
 
-			if (!(cur & 1) || w == tls.word)
-				continue; /* not inside; or our own (never waited on) */
+			if (!(cur & 1))
+				continue; /* not inside a section */
 			wait_record(dev, s, w, cur);
 		}
 	}

@@ -374,6 +374,7 @@ struct hca_msg {
 	union ibv_gid sgid;      /* UD: the sender's GID, for the GRH */
 	bool range_only;         /* READ: check the key and range, move nothing */
 	bool uncounted;          /* one packet of a READ counted already */
+	bool fenced;             /* the caller holds a copy section (fence.c) */
 	bool duplicate;          /* READ: a repeat of one answered already; a
 				  * failed check drops it, the QP stays as is */
 	uint32_t src_slot;       /* requester's process slot on this host, or
@@ -476,10 +477,54 @@ struct hca_srq *hca_srq_make(struct hca_pd *pd, struct hca_xrcd *xrcd,
 struct hca_mr_ent *hca_mr_lookup(struct hca_seg *seg, uint32_t key);
 
 /* fence.c: copy sections against key invalidation */
-void hca_fence_enter(struct hca_dev *dev);
-void hca_fence_exit(struct hca_dev *dev);
-bool hca_fence_inside(void);
+struct hca_fence {
+	_Atomic uint64_t *word;  /* the record held */
+	uint64_t mark;           /* the odd value stored in it */
+};
+void hca_fence_enter_slow(struct hca_dev *dev, struct hca_fence *f);
 void hca_fence_wait(struct hca_dev *dev);
+
+/*
+ * The record a thread tries first: from its thread pointer, so that a
+ * thread keeps meeting the same line and two threads mostly do not (no
+ * thread-local variable: in this shared library one costs a call to
+ * __tls_get_addr, as much as the rest of the fence per message).
+ */
+static inline unsigned hca_fence_hint(void)
+{
+	uintptr_t t = (uintptr_t)__builtin_thread_pointer();
+
+	return (unsigned)((t >> 12) ^ (t >> 20)) % HCA_FENCE_RECS;
+}
+
+/*
+ * Enter a copy section: the thread's record, when free and already
+ * counted by the slot's high-water mark, with one CAS (seq_cst: the
+ * copier's half of the fence's Dekker pattern); any other case the slow
+ * path takes. Every key looked up after this, and every byte moved with
+ * what they gave, is covered until hca_fence_exit.
+ */
+static inline void hca_fence_enter(struct hca_dev *dev, struct hca_fence *f)
+{
+	unsigned i = hca_fence_hint();
+	_Atomic uint64_t *w = &dev->seg->fence[dev->slot][i].word;
+	uint64_t cur = atomic_load_explicit(w, memory_order_relaxed);
+
+	if (cur >> 32 == dev->gen && !(cur & 1) &&
+	    i < atomic_load(&dev->seg->fence_hi[dev->slot]) &&
+	    atomic_compare_exchange_strong(w, &cur, cur + 1)) {
+		f->word = w;
+		f->mark = cur + 1;
+		return;
+	}
+	hca_fence_enter_slow(dev, f);
+}
+
+/* Leave a copy section: release, the bytes moved before anyone sees us out. */
+static inline void hca_fence_exit(struct hca_fence *f)
+{
+	atomic_store_explicit(f->word, f->mark + 1, memory_order_release);
+}
 
 /* mem.c: moving bytes between this process and a buffer of another;
  * keys[i] is the memory key remote[i] was checked against (fence.c) */

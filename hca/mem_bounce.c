@@ -75,6 +75,7 @@ void hca_bounce_serve(struct hca_dev *dev)
 {
 	struct hca_bounce *b = hca_seg_ptr(dev->seg, dev->seg->procs[dev->slot].bounce_off);
 	uint32_t want = BOUNCE_REQ;
+	struct hca_fence f;
 	uint64_t done = 0;
 
 	/* the progress thread and a waiting requester of ours may both try:
@@ -83,7 +84,7 @@ void hca_bounce_serve(struct hca_dev *dev)
 							   memory_order_acquire,
 							   memory_order_relaxed))
 		return;
-	hca_fence_enter(dev);
+	hca_fence_enter(dev, &f);
 	b->result = bounce_keys_live(dev->seg, b) ? 0 : EFAULT;
 	for (uint32_t i = 0; !b->result && i < b->nseg && i < BOUNCE_SEGS; i++) {
 		void *p = (void *)(uintptr_t)b->seg[i].addr;
@@ -94,7 +95,7 @@ void hca_bounce_serve(struct hca_dev *dev)
 			memcpy(b->data + done, p, b->seg[i].len);
 		done += b->seg[i].len;
 	}
-	hca_fence_exit(dev);
+	hca_fence_exit(&f);
 	atomic_store_explicit(&b->state, BOUNCE_DONE, memory_order_release);
 }
 

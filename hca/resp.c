@@ -469,16 +469,18 @@ static enum hca_resp_status resp_execute(struct hca_dev *dev, struct hca_msg *m)
  * The whole responder runs inside a copy section (fence.c): from the
  * first key it looks up to the last byte it moves, an owner's dereg of
  * one of those keys waits for it. Over the shared-memory link the
- * requester's exec_head holds a section already (its own lkeys); this
- * one is then nested, at the cost of a counter.
+ * requester's exec_head holds a section already (m->fenced).
  */
 enum hca_resp_status hca_resp_execute(struct hca_dev *dev, struct hca_msg *m)
 {
 	enum hca_resp_status st;
+	struct hca_fence f;
 
-	hca_fence_enter(dev);
+	if (m->fenced)
+		return resp_execute(dev, m);
+	hca_fence_enter(dev, &f);
 	st = resp_execute(dev, m);
-	hca_fence_exit(dev);
+	hca_fence_exit(&f);
 	return st;
 }
 
