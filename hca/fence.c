@@ -109,6 +109,7 @@ void hca_fence_enter_slow(struct hca_dev *dev, struct hca_fence *f)
 static bool copier_gone(struct hca_dev *dev, uint16_t s, uint32_t g)
 {
 	struct pollfd pf;
+	bool gone;
 
 	if (s == dev->slot)
 		return g != dev->gen;
@@ -117,9 +118,14 @@ static bool copier_gone(struct hca_dev *dev, uint16_t s, uint32_t g)
 		return true;
 	if (!hca_peer_alive(dev, s, g))
 		return true;
-	pf.fd = dev->peers[s].pidfd;
+	/* the pidfd under dev->lock (hca_peer): the progress thread may close
+	 * it, and its number be reused, between our read and the poll */
 	pf.events = POLLIN;
-	return pf.fd >= 0 && poll(&pf, 1, 0) > 0;
+	pthread_mutex_lock(&dev->lock);
+	pf.fd = dev->peers[s].pidfd;
+	gone = pf.fd >= 0 && poll(&pf, 1, 0) > 0;
+	pthread_mutex_unlock(&dev->lock);
+	return gone;
 }
 
 static inline void cpu_relax(void)
