@@ -476,6 +476,14 @@ static void owner_recvs(struct dev *d, struct ibv_qp **qp, uint8_t *r, uint32_t 
 	}
 }
 
+static int first_status(const struct stats *st)
+{
+	for (int k = 1; k < 32; k++)
+		if (st->by_status[k])
+			return k;
+	return 0;
+}
+
 static bool is_pattern(uint8_t v)
 {
 	return v == PATTERN || v == PATTERN2;
@@ -581,7 +589,9 @@ static void owner_round(struct dev *d, int fd, pid_t child, struct round_result 
 		else if (O.passive)
 			usleep(100);
 		if (now_s() - t0 > 10)
-			die("no traffic into the region after 10 s");
+			die("no traffic into the region after 10 s (read stream: %" PRIu64
+			    " posted, %" PRIu64 " ok, %" PRIu64 " failed: status %d first)",
+			    s.st.posted, s.st.ok, s.st.failed, first_status(&s.st));
 	}
 	if (O.verbose)
 		printf("  traffic seen after %.1f ms\n", (now_s() - t0) * 1e3);
