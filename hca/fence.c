@@ -22,8 +22,9 @@
  * never invalidates a key: it would wait for itself.
  *
  * Invalidation. The owner invalidates the key (dereg stores 0, rereg a
- * new key), then hca_fence_wait scans the records of every live process
- * slot and waits until each that was inside a section has left it. A
+ * new key), then hca_fence_wait scans the records of every process slot
+ * (up to the slot's high-water mark) and waits until each that was
+ * inside a section has left it, or its process is proven dead. A
  * record's seq only grows, so "changed" means "that section is over".
  *
  * Ordering (Dekker's pattern, every access below seq_cst):
