@@ -86,7 +86,7 @@ static int cq_publish(struct hca_dev *dev, struct hca_cq *cq, uint32_t cap)
 	cq->ent = e;
 	cq->ring = hca_seg_ptr(seg, off);
 	cq->ring_size = bytes;
-	dev->cq_tab[idx] = cq;
+	hca_cq_tab_set(dev, idx, cq);
 	atomic_store_explicit(&e->handle, cq->handle, memory_order_release);
 	return 0;
 }
@@ -186,7 +186,7 @@ int hca_cq_destroy(struct hca_cq *cq)
 		return EBUSY;
 	hca_seg_lock(seg);
 	atomic_store_explicit(&cq->ent->handle, 0, memory_order_release);
-	dev->cq_tab[cq->idx] = NULL;
+	hca_cq_tab_set(dev, cq->idx, NULL);
 	hca_heap_free(seg, cq->ent->ring_off, cq->ring_size);
 	if (cq->ent->inl_off) {
 		hca_heap_free(seg, cq->ent->inl_off, cq->ent->inl_bytes);
@@ -194,6 +194,7 @@ int hca_cq_destroy(struct hca_cq *cq)
 		atomic_fetch_sub(&dev->inl_cqs, 1);
 	}
 	hca_seg_unlock(seg);
+	hca_pin_wait(&cq->pin); /* a doorbell dispatch acting on it */
 	if (cq->chan)
 		atomic_fetch_sub(&cq->chan->refs, 1);
 	pthread_mutex_destroy(&cq->poll_lock);

@@ -184,18 +184,27 @@ static bool slot_targets(struct hca_dev *dev, const struct hca_inl_pool *p,
 	return total == s->len;
 }
 
-/* Copy a slot's payload out (COPYING held); false if it was refused. */
+/*
+ * Copy a slot's payload out (COPYING held); false if it was refused. The
+ * lkeys are checked and the bytes land inside one copy section: a dereg
+ * of the receive buffer waits for it, or refuses it (fence.c).
+ */
 static bool slot_copy(struct hca_dev *dev, const struct hca_inl_pool *p,
 		      const struct hca_inl_slot *s)
 {
 	struct iovec to[HCA_MAX_SGE], from;
+	struct hca_fence f;
+	bool ok;
 
-	if (!slot_targets(dev, p, s, to))
-		return false;
-	from.iov_base = (void *)(s + 1);
-	from.iov_len = s->len;
-	hca_iov_copy(to, (int)s->niov, &from, 1);
-	return true;
+	hca_fence_enter(dev, &f);
+	ok = slot_targets(dev, p, s, to);
+	if (ok) {
+		from.iov_base = (void *)(s + 1);
+		from.iov_len = s->len;
+		hca_iov_copy(to, (int)s->niov, &from, 1);
+	}
+	hca_fence_exit(&f);
+	return ok;
 }
 
 /*

@@ -187,13 +187,16 @@ static void cq_overrun(struct hca_dev *dev, struct hca_cq *cq)
 	uint32_t first = ((uint32_t)dev->slot + 1) << HCA_QPN_K_BITS;
 
 	for (uint32_t i = first; i < first + HCA_QP_PER_PROC; i++) {
-		struct hca_qp *qp = dev->qp_tab[i];
+		struct hca_qp *qp = hca_qp_get(dev, i, HCA_NONE);
 
-		if (qp && (qp->scq == cq || qp->rcq == cq) &&
+		if (!qp)
+			continue;
+		if ((qp->scq == cq || qp->rcq == cq) &&
 		    atomic_load(&qp->ent->state) != IBV_QPS_ERR) {
 			hca_qp_to_error(qp);
 			hca_ctx_queue_event(qp->ctx, IBV_EVENT_QP_FATAL, qp->user, 0);
 		}
+		hca_qp_put(qp);
 	}
 }
 
@@ -210,10 +213,32 @@ static bool still_in_error(struct hca_qp *qp)
 	return atomic_load(&qp->ent->state) == IBV_QPS_ERR;
 }
 
+static void dispatch_qp(struct hca_dev *dev, const struct hca_db_msg *m)
+{
+	struct hca_qp *qp = hca_qp_get(dev, m->idx, m->id);
+
+	if (!qp)
+		return;
+	if (hca_db_dispatch_hook)
+		hca_db_dispatch_hook(m);
+	if (m->kind == HCA_DB_QP_FLUSH) {
+		if (still_in_error(qp))
+			hca_qp_to_error(qp);
+	} else {
+		if (qp_event_is_fatal(m->event) && still_in_error(qp))
+			hca_qp_to_error(qp);
+		if (m->event)
+			hca_ctx_queue_event(qp->ctx, m->event, qp->user, 0);
+	}
+	hca_qp_put(qp);
+}
+
 /*
  * In the owner process: act on an event about one of our objects, then
  * hand it to the application. The index + id pair is checked against our
- * own tables, so a message about an object destroyed meanwhile is dropped.
+ * own tables, so a message about an object destroyed meanwhile is dropped;
+ * the object found is pinned while we act on it, so that its destruction
+ * in another thread waits for us (obj_tab.c).
  */
 void hca_db_dispatch(struct hca_dev *dev, const struct hca_db_msg *m)
 {
@@ -221,35 +246,28 @@ void hca_db_dispatch(struct hca_dev *dev, const struct hca_db_msg *m)
 		hca_bounce_serve(dev);
 	} else if (m->kind == HCA_DB_KICK) {
 		hca_dev_kick(dev);
+	} else if (m->kind == HCA_DB_QP_FLUSH || m->kind == HCA_DB_ASYNC_QP) {
+		dispatch_qp(dev, m);
+	} else if (m->kind == HCA_DB_ASYNC_SRQ) {
+		struct hca_srq *srq = hca_srq_get(dev, m->idx, m->id);
 
-	} else if (m->kind == HCA_DB_QP_FLUSH && m->idx < HCA_MAX_QP) {
-		struct hca_qp *qp = dev->qp_tab[m->idx];
-
-		if (qp && qp->qpn == m->id && still_in_error(qp))
-			hca_qp_to_error(qp);
-	} else if (m->kind == HCA_DB_ASYNC_QP && m->idx < HCA_MAX_QP) {
-		struct hca_qp *qp = dev->qp_tab[m->idx];
-
-		if (!qp || qp->qpn != m->id)
+		if (!srq)
 			return;
-		if (qp_event_is_fatal(m->event) && still_in_error(qp))
-			hca_qp_to_error(qp);
-		if (m->event == 0)
-			return;
-		hca_ctx_queue_event(qp->ctx, m->event, qp->user, 0);
-	} else if (m->kind == HCA_DB_ASYNC_SRQ && m->idx < HCA_MAX_SRQ) {
-		struct hca_srq *srq = dev->srq_tab[m->idx];
+		if (hca_db_dispatch_hook)
+			hca_db_dispatch_hook(m);
+		hca_ctx_queue_event(srq->pd->ctx, m->event, srq->user, 0);
+		hca_srq_put(srq);
+	} else if (m->kind == HCA_DB_ASYNC_CQ) {
+		struct hca_cq *cq = hca_cq_get(dev, m->idx, m->id);
 
-		if (srq && srq->handle == m->id)
-			hca_ctx_queue_event(srq->pd->ctx, m->event, srq->user, 0);
-	} else if (m->kind == HCA_DB_ASYNC_CQ && m->idx < HCA_MAX_CQ) {
-		struct hca_cq *cq = dev->cq_tab[m->idx];
-
-		if (!cq || cq->handle != m->id)
+		if (!cq)
 			return;
+		if (hca_db_dispatch_hook)
+			hca_db_dispatch_hook(m);
 		if (m->event == IBV_EVENT_CQ_ERR)
 			cq_overrun(dev, cq);
 		hca_ctx_queue_event(cq->ctx, m->event, cq->user, 0);
+		hca_cq_put(cq);
 	}
 }
 

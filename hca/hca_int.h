@@ -106,9 +106,10 @@ struct hca_dev {
 	struct hca_qp *waiting;     /* QPs with a send WQE held back */
 	_Atomic uint64_t next_wake_ns;
 
-	struct hca_qp **qp_tab;     /* by QPN: HCA_MAX_QP, sparse (mmap) */
-	struct hca_cq *cq_tab[HCA_MAX_CQ];
-	struct hca_srq *srq_tab[HCA_MAX_SRQ];
+	/* our objects by directory index (obj_tab.c: who reads them how) */
+	struct hca_qp *_Atomic *qp_tab; /* by QPN: HCA_MAX_QP, sparse (mmap) */
+	struct hca_cq *_Atomic cq_tab[HCA_MAX_CQ];
+	struct hca_srq *_Atomic srq_tab[HCA_MAX_SRQ];
 	uint16_t *xrc_local;    /* by QPN, sparse: our handles on each XRC target QP */
 	struct hca_ctx *ctxs;
 	struct hca_link link;
@@ -222,6 +223,7 @@ struct hca_cq {
 	int arm_solicited;      /* how the consumer last armed it */
 	void *user;
 	pthread_mutex_t poll_lock;  /* resize only: polls take no lock */
+	_Atomic int pin;        /* doorbell dispatches acting on it (obj_tab.c) */
 	_Atomic int refs;       /* QPs on it */
 	_Atomic int udp_qps;    /* of them, with a UDP path: polls read the link */
 };
@@ -247,6 +249,7 @@ struct hca_srq {
 	uint64_t ring_size;
 	uint32_t max_wr, max_sge;
 	void *user;
+	_Atomic int pin;        /* doorbell dispatches acting on it (obj_tab.c) */
 	_Atomic int refs;       /* QPs on it */
 	struct hca_xrcd *xrcd;
 	struct hca_cq *cq;      /* XRC SRQ */
@@ -303,7 +306,8 @@ struct hca_qp {
 	bool rnr_wait;              /* held by an RNR NAK: a kick may resume it */
 	struct hca_qp *next_wait;
 	bool sqd_event_due;
-	_Atomic int pin;            /* progress thread is running it */
+	_Atomic int pin;            /* progress thread is running it, or
+				     * dispatching an event to it (obj_tab.c) */
 	_Atomic bool dying;         /* being destroyed: no list takes it */
 
 	/* UDP link, requester (sq_lock) */
@@ -380,6 +384,7 @@ struct hca_msg {
 	union ibv_gid sgid;      /* UD: the sender's GID, for the GRH */
 	bool range_only;         /* READ: check the key and range, move nothing */
 	bool uncounted;          /* one packet of a READ counted already */
+	bool fenced;             /* the caller holds a copy section (fence.c) */
 	bool duplicate;          /* READ: a repeat of one answered already; a
 				  * failed check drops it, the QP stays as is */
 	uint32_t src_slot;       /* requester's process slot on this host, or
@@ -427,6 +432,19 @@ struct hca_db_msg {
 	uint32_t id;             /* qpn / handle: stale-message guard */
 };
 
+/* obj_tab.c: our objects by index, pinned against their destruction */
+extern void (*hca_db_dispatch_hook)(const struct hca_db_msg *m);
+void hca_pin_wait(_Atomic int *pin);
+void hca_qp_tab_set(struct hca_dev *dev, uint32_t idx, struct hca_qp *qp);
+struct hca_qp *hca_qp_get(struct hca_dev *dev, uint32_t idx, uint32_t qpn);
+void hca_qp_put(struct hca_qp *qp);
+void hca_cq_tab_set(struct hca_dev *dev, uint32_t idx, struct hca_cq *cq);
+struct hca_cq *hca_cq_get(struct hca_dev *dev, uint32_t idx, uint32_t handle);
+void hca_cq_put(struct hca_cq *cq);
+void hca_srq_tab_set(struct hca_dev *dev, uint32_t idx, struct hca_srq *srq);
+struct hca_srq *hca_srq_get(struct hca_dev *dev, uint32_t idx, uint32_t handle);
+void hca_srq_put(struct hca_srq *srq);
+
 /* event.c */
 void hca_raise_qp_event(struct hca_dev *dev, struct hca_qp_ent *e,
 			enum ibv_event_type type);
@@ -468,13 +486,64 @@ struct hca_srq *hca_srq_make(struct hca_pd *pd, struct hca_xrcd *xrcd,
 /* mr.c */
 struct hca_mr_ent *hca_mr_lookup(struct hca_seg *seg, uint32_t key);
 
-/* mem.c: moving bytes between this process and a buffer of another */
+/* fence.c: copy sections against key invalidation */
+struct hca_fence {
+	_Atomic uint64_t *word;  /* the record held */
+	uint64_t mark;           /* the odd value stored in it */
+};
+void hca_fence_enter_slow(struct hca_dev *dev, struct hca_fence *f);
+void hca_fence_wait(struct hca_dev *dev);
+
+/*
+ * The record a thread tries first: from its thread pointer, so that a
+ * thread keeps meeting the same line and two threads mostly do not (no
+ * thread-local variable: in this shared library one costs a call to
+ * __tls_get_addr, as much as the rest of the fence per message).
+ */
+static inline unsigned hca_fence_hint(void)
+{
+	uintptr_t t = (uintptr_t)__builtin_thread_pointer();
+
+	return (unsigned)((t >> 12) ^ (t >> 20)) % HCA_FENCE_RECS;
+}
+
+/*
+ * Enter a copy section: the thread's record, when free and already
+ * counted by the slot's high-water mark, with one CAS (seq_cst: the
+ * copier's half of the fence's Dekker pattern); any other case the slow
+ * path takes. Every key looked up after this, and every byte moved with
+ * what they gave, is covered until hca_fence_exit.
+ */
+static inline void hca_fence_enter(struct hca_dev *dev, struct hca_fence *f)
+{
+	unsigned i = hca_fence_hint();
+	_Atomic uint64_t *w = &dev->seg->fence[dev->slot][i].word;
+	uint64_t cur = atomic_load_explicit(w, memory_order_relaxed);
+
+	if (cur >> 32 == dev->gen && !(cur & 1) &&
+	    i < atomic_load(&dev->seg->fence_hi[dev->slot]) &&
+	    atomic_compare_exchange_strong(w, &cur, cur + 1)) {
+		f->word = w;
+		f->mark = cur + 1;
+		return;
+	}
+	hca_fence_enter_slow(dev, f);
+}
+
+/* Leave a copy section: release, the bytes moved before anyone sees us out. */
+static inline void hca_fence_exit(struct hca_fence *f)
+{
+	atomic_store_explicit(f->word, f->mark + 1, memory_order_release);
+}
+
+/* mem.c: moving bytes between this process and a buffer of another;
+ * keys[i] is the memory key remote[i] was checked against (fence.c) */
 int hca_mem_write(struct hca_dev *dev, uint16_t slot, uint32_t gen,
 		  const struct iovec *local, int nlocal,
-		  const struct iovec *remote, int nremote);
+		  const struct iovec *remote, const uint32_t *keys, int nremote);
 int hca_mem_read(struct hca_dev *dev, uint16_t slot, uint32_t gen,
 		 const struct iovec *local, int nlocal,
-		 const struct iovec *remote, int nremote);
+		 const struct iovec *remote, const uint32_t *keys, int nremote);
 
 /* xrc.c */
 void hca_xrc_reg(struct hca_seg *seg, struct hca_qp_ent *e, uint16_t slot, bool on);
@@ -586,7 +655,7 @@ int hca_bounce_attach(struct hca_dev *dev);
 uint64_t hca_bounce_bytes(void);
 int hca_bounce_move(struct hca_dev *dev, uint16_t slot, uint32_t gen, bool write,
 		    const struct iovec *local, int nlocal,
-		    const struct iovec *remote, int nremote);
+		    const struct iovec *remote, const uint32_t *keys, int nremote);
 
 static inline int hca_ilog2_ceil(uint32_t v)
 {

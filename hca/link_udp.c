@@ -350,7 +350,11 @@ static void dispatch(struct hca_dev *dev, const uint8_t *pkt, size_t len, uint32
 		atomic_fetch_add(&l->cnt->unknown_qp, 1);
 		return;
 	}
-	qp = dev->qp_tab[h.dqpn & (HCA_MAX_QP - 1)];
+	/* no pin (obj_tab.c): we hold rx_lock, and hca_qp_destroy takes it
+	 * (qp_link_barrier) after it has cleared the slot and before it frees
+	 * anything — a QP found here outlives this packet's handling */
+	qp = atomic_load_explicit(&dev->qp_tab[h.dqpn & (HCA_MAX_QP - 1)],
+				  memory_order_acquire);
 	if (!qp || qp->qpn != h.dqpn) {
 		atomic_fetch_add(&l->cnt->unknown_qp, 1);
 		return;

@@ -8,6 +8,11 @@
  * pid that hca_peer_pid vouches for (pidfd-checked, never a reused pid).
  * Where CMA is refused (ptrace policy, seccomp, SOFTIB_NO_CMA=1) the
  * bounce path of mem_bounce.c takes over.
+ *
+ * The caller checked the memory keys of the remote ranges inside a copy
+ * section (fence.c) that lasts until we return: the owner's dereg waits
+ * for it. The keys come along for the bounce path, whose copy is made by
+ * the target on our behalf and checks them again there.
  */
 #include <errno.h>
 #include <string.h>
@@ -69,7 +74,7 @@ static int cma(pid_t pid, bool write, const struct iovec *local, int nlocal,
 
 static int mem_move(struct hca_dev *dev, uint16_t slot, uint32_t gen, bool write,
 		    const struct iovec *local, int nlocal,
-		    const struct iovec *remote, int nremote)
+		    const struct iovec *remote, const uint32_t *keys, int nremote)
 {
 	pid_t pid;
 	int rc;
@@ -90,19 +95,19 @@ static int mem_move(struct hca_dev *dev, uint16_t slot, uint32_t gen, bool write
 			return rc;
 		dev->no_cma = true; /* refused once: the policy will not change */
 	}
-	return hca_bounce_move(dev, slot, gen, write, local, nlocal, remote, nremote);
+	return hca_bounce_move(dev, slot, gen, write, local, nlocal, remote, keys, nremote);
 }
 
 int hca_mem_write(struct hca_dev *dev, uint16_t slot, uint32_t gen,
 		  const struct iovec *local, int nlocal,
-		  const struct iovec *remote, int nremote)
+		  const struct iovec *remote, const uint32_t *keys, int nremote)
 {
-	return mem_move(dev, slot, gen, true, local, nlocal, remote, nremote);
+	return mem_move(dev, slot, gen, true, local, nlocal, remote, keys, nremote);
 }
 
 int hca_mem_read(struct hca_dev *dev, uint16_t slot, uint32_t gen,
 		 const struct iovec *local, int nlocal,
-		 const struct iovec *remote, int nremote)
+		 const struct iovec *remote, const uint32_t *keys, int nremote)
 {
-	return mem_move(dev, slot, gen, false, local, nlocal, remote, nremote);
+	return mem_move(dev, slot, gen, false, local, nlocal, remote, keys, nremote);
 }

@@ -12,6 +12,14 @@
  * state DONE (release); the requester (acquire) copies incoming bytes
  * out. While it waits, a requester serves its own mailbox, so two
  * processes bouncing toward each other never wait on each other.
+ *
+ * Keys: each target range comes with the memory key the requester checked
+ * it against, and the target checks every key again, inside a copy
+ * section of its own, before it copies (fence.c). The requester may have
+ * died since its check — its own section then no longer holds the owner's
+ * dereg — or the key may have been invalidated while the request waited:
+ * either way the server's section, in the owner's process, is what the
+ * dereg waits for, and a key gone by then refuses the chunk (EFAULT).
  */
 #include <errno.h>
 #include <sched.h>
@@ -31,7 +39,7 @@ struct hca_bounce {
 	uint32_t write;                  /* 1: mailbox -> target memory */
 	int32_t result;
 	uint32_t nseg;
-	struct { uint64_t addr, len; } seg[BOUNCE_SEGS];
+	struct { uint64_t addr, len; uint32_t key, pad; } seg[BOUNCE_SEGS];
 	uint8_t data[BOUNCE_BYTES];
 };
 
@@ -50,11 +58,24 @@ int hca_bounce_attach(struct hca_dev *dev)
 	return off ? 0 : ENOMEM;
 }
 
+/* Every range's key still names its registration (a copy section held). */
+static bool bounce_keys_live(struct hca_seg *seg, const struct hca_bounce *b)
+{
+	for (uint32_t i = 0; i < b->nseg && i < BOUNCE_SEGS; i++) {
+		uint32_t key = b->seg[i].key;
+
+		if (!key || atomic_load(&seg->mrs[key & (HCA_MAX_MR - 1)].key) != key)
+			return false;
+	}
+	return true;
+}
+
 /* In the target: do what our mailbox asks, on our own memory. */
 void hca_bounce_serve(struct hca_dev *dev)
 {
 	struct hca_bounce *b = hca_seg_ptr(dev->seg, dev->seg->procs[dev->slot].bounce_off);
 	uint32_t want = BOUNCE_REQ;
+	struct hca_fence f;
 	uint64_t done = 0;
 
 	/* the progress thread and a waiting requester of ours may both try:
@@ -63,7 +84,9 @@ void hca_bounce_serve(struct hca_dev *dev)
 							   memory_order_acquire,
 							   memory_order_relaxed))
 		return;
-	for (uint32_t i = 0; i < b->nseg && i < BOUNCE_SEGS; i++) {
+	hca_fence_enter(dev, &f);
+	b->result = bounce_keys_live(dev->seg, b) ? 0 : EFAULT;
+	for (uint32_t i = 0; !b->result && i < b->nseg && i < BOUNCE_SEGS; i++) {
 		void *p = (void *)(uintptr_t)b->seg[i].addr;
 
 		if (b->write)
@@ -72,7 +95,7 @@ void hca_bounce_serve(struct hca_dev *dev)
 			memcpy(b->data + done, p, b->seg[i].len);
 		done += b->seg[i].len;
 	}
-	b->result = 0;
+	hca_fence_exit(&f);
 	atomic_store_explicit(&b->state, BOUNCE_DONE, memory_order_release);
 }
 
@@ -155,7 +178,7 @@ static void local_move(struct iov_cursor *c, uint8_t *data, size_t len, bool to_
 
 static int bounce_chunk(struct hca_dev *dev, uint16_t slot, uint32_t gen,
 			struct hca_bounce *b, bool write, struct iov_cursor *lc,
-			struct iov_cursor *rc_, size_t *left)
+			struct iov_cursor *rc_, const uint32_t *keys, size_t *left)
 {
 	struct hca_db_msg m = { .kind = HCA_DB_BOUNCE };
 	size_t len = 0, n;
@@ -166,6 +189,7 @@ static int bounce_chunk(struct hca_dev *dev, uint16_t slot, uint32_t gen,
 	while (len < BOUNCE_BYTES && b->nseg < BOUNCE_SEGS &&
 	       (n = cursor_take(rc_, BOUNCE_BYTES - len, &a))) {
 		b->seg[b->nseg].addr = a;
+		b->seg[b->nseg].key = keys ? keys[rc_->i] : 0; /* the range's iovec */
 		b->seg[b->nseg++].len = n;
 		len += n;
 	}
@@ -179,7 +203,7 @@ static int bounce_chunk(struct hca_dev *dev, uint16_t slot, uint32_t gen,
 	rc = bounce_wait(dev, b, slot, gen);
 	if (rc)
 		return rc; /* the mailbox is the dead target's: leave it be */
-	if (!write)
+	if (!write && !b->result)
 		local_move(lc, b->data, len, false);
 	atomic_store(&b->state, BOUNCE_IDLE);
 	*left -= len;
@@ -188,7 +212,7 @@ static int bounce_chunk(struct hca_dev *dev, uint16_t slot, uint32_t gen,
 
 int hca_bounce_move(struct hca_dev *dev, uint16_t slot, uint32_t gen, bool write,
 		    const struct iovec *local, int nlocal,
-		    const struct iovec *remote, int nremote)
+		    const struct iovec *remote, const uint32_t *keys, int nremote)
 {
 	struct hca_proc *p = &dev->seg->procs[slot];
 	struct hca_bounce *b = hca_seg_ptr(dev->seg, p->bounce_off);
@@ -215,7 +239,7 @@ int hca_bounce_move(struct hca_dev *dev, uint16_t slot, uint32_t gen, bool write
 		sched_yield();
 	}
 	while (left && !rc)
-		rc = bounce_chunk(dev, slot, gen, b, write, &lc, &rc_, &left);
+		rc = bounce_chunk(dev, slot, gen, b, write, &lc, &rc_, keys, &left);
 	pthread_mutex_unlock(&b->lock);
 	return rc;
 }

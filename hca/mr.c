@@ -54,6 +54,12 @@ uint32_t hca_pd_id(struct hca_pd *pd)
  * does. The copy is thread-local, in a small ring so that a caller may
  * hold a few at once (an rkey and the lkeys of a receive WQE); callers
  * only read it.
+ *
+ * A caller that moves bytes with what it found does so inside a copy
+ * section (fence.c), entered before this lookup: the first load of the
+ * key is seq_cst, the copier's half of the fence's Dekker pattern, so
+ * that a key invalidated by dereg or rereg is either seen gone here or
+ * waited for there.
  */
 #define MR_SNAPS 8
 
@@ -63,7 +69,7 @@ struct hca_mr_ent *hca_mr_lookup(struct hca_seg *seg, uint32_t key)
 	static __thread unsigned next;
 	struct hca_mr_ent *e = &seg->mrs[key & (HCA_MAX_MR - 1)], *c;
 
-	if (!key || atomic_load_explicit(&e->key, memory_order_acquire) != key)
+	if (!key || atomic_load_explicit(&e->key, memory_order_seq_cst) != key)
 		return NULL;
 	c = &snap[next++ % MR_SNAPS];
 	c->owner = e->owner;
@@ -222,6 +228,9 @@ int hca_mr_rereg(struct hca_mr *mr, int flags, struct hca_pd *pd, void *addr,
 	mr->key = mr_key_next(seg, mr->idx);
 	atomic_store_explicit(&e->key, mr->key, memory_order_release);
 	hca_seg_unlock(seg);
+	/* the old key is gone (the store of 0 above, and the fence's seq_cst
+	 * fence): copies through it that are still in flight end first */
+	hca_fence_wait(mr->pd->ctx->dev);
 	if (flags & IBV_REREG_MR_CHANGE_PD) {
 		atomic_fetch_sub(&mr->pd->refs, 1);
 		atomic_fetch_add(&pd->refs, 1);
@@ -230,13 +239,19 @@ int hca_mr_rereg(struct hca_mr *mr, int flags, struct hca_pd *pd, void *addr,
 	return 0;
 }
 
+/*
+ * After the key is gone, wait for the copies that may have passed its
+ * check before (fence.c): when dereg returns, no byte moves through it.
+ */
 int hca_mr_dereg(struct hca_mr *mr)
 {
-	struct hca_seg *seg = mr->pd->ctx->dev->seg;
+	struct hca_dev *dev = mr->pd->ctx->dev;
+	struct hca_seg *seg = dev->seg;
 
 	hca_seg_lock(seg);
-	atomic_store_explicit(&seg->mrs[mr->idx].key, 0, memory_order_release);
+	atomic_store_explicit(&seg->mrs[mr->idx].key, 0, memory_order_seq_cst);
 	hca_seg_unlock(seg);
+	hca_fence_wait(dev);
 	atomic_fetch_sub(&mr->pd->refs, 1);
 	free(mr);
 	return 0;

@@ -242,7 +242,7 @@ static int qp_publish(struct hca_dev *dev, struct hca_qp *qp)
 	qp->attr = &e->attr;
 	qp->rq = off ? hca_seg_ptr(seg, off) : NULL;
 	qp->rq_size = bytes;
-	dev->qp_tab[idx] = qp;
+	hca_qp_tab_set(dev, idx, qp);
 	if (qp->xrcd)
 		dev->xrc_local[idx] = 1;
 	atomic_store_explicit(&e->qpn, qp->qpn, memory_order_release);
@@ -666,11 +666,12 @@ static void xrc_target_release(struct hca_qp *qp)
 	pthread_mutex_lock(&dev->lock);
 	if (dev->xrc_local[qp->idx] && --dev->xrc_local[qp->idx] == 0) {
 		if (dev->qp_tab[qp->idx] == qp)
-			dev->qp_tab[qp->idx] = NULL;
+			atomic_store(&dev->qp_tab[qp->idx], NULL);
 		if (atomic_load(&qp->ent->qpn) == qp->qpn)
 			hca_xrc_unreg_last(dev->seg, qp->ent, dev->slot);
 	} else if (dev->qp_tab[qp->idx] == qp) {
-		dev->qp_tab[qp->idx] = NULL; /* another handle of ours remains */
+		/* another handle of ours remains */
+		atomic_store(&dev->qp_tab[qp->idx], NULL);
 	}
 	pthread_mutex_unlock(&dev->lock);
 	hca_seg_unlock(dev->seg);
@@ -703,15 +704,16 @@ int hca_qp_destroy(struct hca_qp *qp)
 	atomic_store(&qp->dying, true);
 	if (qp->type != IBV_QPT_XRC_RECV) {
 		hca_seg_lock(seg);
-		dev->qp_tab[qp->idx] = NULL; /* packets no longer find it */
+		hca_qp_tab_set(dev, qp->idx, NULL); /* packets no longer find it */
 		hca_seg_unlock(seg);
 	}
 	qp_link_barrier(dev, qp, true);
 	if (qp->type == IBV_QPT_XRC_RECV) {
 		xrc_target_release(qp);
 		qp_link_barrier(dev, qp, false); /* reachable until released */
+		hca_pin_wait(&qp->pin); /* a doorbell dispatch acting on it */
 	} else {
-		hca_dev_wait_remove(dev, qp);
+		hca_dev_wait_remove(dev, qp); /* waits for its pins too */
 		hca_seg_lock(seg);
 		hca_qp_ent_free(seg, qp->ent, qp->rq_size);
 		hca_seg_unlock(seg);

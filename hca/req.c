@@ -380,7 +380,7 @@ static void push_deferred(struct hca_qp *qp, struct hca_msg *m)
 }
 
 /* Execute the head WQE. Returns false when it must wait (or the QP erred). */
-static bool exec_head(struct hca_qp *qp)
+static bool exec_head_fenced(struct hca_qp *qp)
 {
 	struct hca_swqe *w = SQ_SLOT(qp, qp->sq_head);
 	struct iovec iov[HCA_MAX_SGE];
@@ -393,6 +393,7 @@ static bool exec_head(struct hca_qp *qp)
 		hca_req_fail_head(qp, w, st);
 		return false;
 	}
+	m.fenced = true; /* exec_head's section covers the responder */
 	rs = deliver(qp, w, &m);
 	if (qp->dev->link.pcap && rs == HCA_RESP_ACK)
 		hca_udp_capture(qp, w);
@@ -419,6 +420,23 @@ static bool exec_head(struct hca_qp *qp)
 		hca_req_fail_head(qp, w, nak_status[rs]);
 		return false;
 	}
+}
+
+/*
+ * Inside a copy section (fence.c): from the lookup of our lkeys to the
+ * last byte that lands in our buffers (a READ's data, an atomic's
+ * original value) — and the responder we run on the target's behalf, its
+ * keys and copies included (hca_msg.fenced) — a dereg waits for us.
+ */
+static bool exec_head(struct hca_qp *qp)
+{
+	struct hca_fence f;
+	bool more;
+
+	hca_fence_enter(qp->dev, &f);
+	more = exec_head_fenced(qp);
+	hca_fence_exit(&f);
+	return more;
 }
 
 static void sq_progress_locked(struct hca_qp *qp)

@@ -271,7 +271,7 @@ static enum hca_resp_status resp_recv(struct resp_ctx *r, bool carries_data)
 		nl += m->iovcnt;
 		inl = recv_inline(r, liov, nl, tiov, lkeys, nt, need);
 		rc = inl ? 0 : hca_mem_write(r->dev, r->owner, r->owner_gen, liov, nl,
-					     tiov, nt);
+					     tiov, lkeys, nt);
 		if (rc == ESRCH)
 			return HCA_RESP_DROP;
 		if (rc)
@@ -320,7 +320,7 @@ static enum hca_resp_status resp_write(struct resp_ctx *r)
 		t.iov_base = (void *)(uintptr_t)va;
 		t.iov_len = m->len;
 		rc = hca_mem_write(r->dev, r->owner, r->owner_gen, m->iov,
-				   m->iovcnt, &t, 1);
+				   m->iovcnt, &t, &m->rkey, 1);
 		if (rc == ESRCH)
 			return HCA_RESP_DROP;
 		if (rc)
@@ -361,7 +361,7 @@ static enum hca_resp_status resp_read(struct resp_ctx *r)
 		return HCA_RESP_ACK;
 	t.iov_base = (void *)(uintptr_t)va;
 	t.iov_len = m->len;
-	rc = hca_mem_read(r->dev, r->owner, r->owner_gen, m->iov, m->iovcnt, &t, 1);
+	rc = hca_mem_read(r->dev, r->owner, r->owner_gen, m->iov, m->iovcnt, &t, &m->rkey, 1);
 	if (rc == ESRCH)
 		return HCA_RESP_DROP;
 	return rc ? read_refused(r) : HCA_RESP_ACK;
@@ -390,14 +390,14 @@ static enum hca_resp_status resp_atomic(struct resp_ctx *r)
 	t.iov_len = 8;
 	lk = &r->dev->seg->atomic_locks[((va >> 3) ^ r->owner) % HCA_ATOMIC_LOCKS];
 	hca_robust_lock(lk);
-	rc = hca_mem_read(r->dev, r->owner, r->owner_gen, &l, 1, &t, 1);
+	rc = hca_mem_read(r->dev, r->owner, r->owner_gen, &l, 1, &t, &m->rkey, 1);
 	if (!rc) {
 		if (m->op == IBV_WR_ATOMIC_CMP_AND_SWP)
 			nv = old == m->compare_add ? m->swap : old;
 		else
 			nv = old + m->compare_add;
 		l.iov_base = &nv;
-		rc = hca_mem_write(r->dev, r->owner, r->owner_gen, &l, 1, &t, 1);
+		rc = hca_mem_write(r->dev, r->owner, r->owner_gen, &l, 1, &t, &m->rkey, 1);
 	}
 	pthread_mutex_unlock(lk);
 	if (rc == ESRCH)
@@ -463,7 +463,28 @@ static void comm_est(struct resp_ctx *r)
 		hca_raise_qp_event(r->dev, r->e, IBV_EVENT_COMM_EST);
 }
 
+static enum hca_resp_status resp_execute(struct hca_dev *dev, struct hca_msg *m);
+
+/*
+ * The whole responder runs inside a copy section (fence.c): from the
+ * first key it looks up to the last byte it moves, an owner's dereg of
+ * one of those keys waits for it. Over the shared-memory link the
+ * requester's exec_head holds a section already (m->fenced).
+ */
 enum hca_resp_status hca_resp_execute(struct hca_dev *dev, struct hca_msg *m)
+{
+	enum hca_resp_status st;
+	struct hca_fence f;
+
+	if (m->fenced)
+		return resp_execute(dev, m);
+	hca_fence_enter(dev, &f);
+	st = resp_execute(dev, m);
+	hca_fence_exit(&f);
+	return st;
+}
+
+static enum hca_resp_status resp_execute(struct hca_dev *dev, struct hca_msg *m)
 {
 	struct resp_ctx r = { .dev = dev, .m = m, .qpn = m->dst_qpn };
 	enum hca_resp_status st;

@@ -188,6 +188,18 @@ struct hca_xrcd_ent {
 	uint16_t opens[HCA_MAX_PROCS];
 };
 
+/*
+ * A copier thread's record (fence.c): gen << 32 | seq, seq odd while the
+ * thread is inside a copy section. Written by the threads of the slot's
+ * process (CAS to enter, release store to leave), read by any process
+ * that invalidates a memory key. One cache line each: the threads of a
+ * process do not share a line.
+ */
+#define HCA_FENCE_RECS 32
+struct hca_fence_rec {
+	_Alignas(64) _Atomic uint64_t word;
+};
+
 struct hca_quarantine {
 	uint64_t off;
 	uint64_t free_at_ns;
@@ -234,6 +246,11 @@ struct hca_seg {
 	struct hca_mcg mcgs[HCA_MAX_MCAST_GRP];
 	struct hca_xrcd_ent xrcds[HCA_MAX_XRCD];
 	pthread_mutex_t atomic_locks[HCA_ATOMIC_LOCKS];
+
+	/* copy sections (fence.c states the protocol): per process slot, how
+	 * many records its processes ever used, and the records */
+	_Atomic uint32_t fence_hi[HCA_MAX_PROCS];
+	struct hca_fence_rec fence[HCA_MAX_PROCS][HCA_FENCE_RECS];
 };
 
 /* The shm name of the segment of this user, host and layout. */

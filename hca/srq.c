@@ -74,7 +74,7 @@ static int srq_publish(struct hca_dev *dev, struct hca_srq *srq)
 	srq->ring = hca_seg_ptr(seg, off);
 	srq->ring_size = bytes;
 	srq->max_wr = cap;
-	dev->srq_tab[idx] = srq;
+	hca_srq_tab_set(dev, idx, srq);
 	atomic_store_explicit(&e->handle, srq->handle, memory_order_release);
 	return 0;
 }
@@ -162,9 +162,10 @@ int hca_srq_destroy(struct hca_srq *srq)
 		return EBUSY;
 	hca_seg_lock(seg);
 	atomic_store_explicit(&srq->ent->handle, 0, memory_order_release);
-	dev->srq_tab[srq->idx] = NULL;
+	hca_srq_tab_set(dev, srq->idx, NULL);
 	hca_heap_free(seg, srq->ent->ring_off, srq->ring_size);
 	hca_seg_unlock(seg);
+	hca_pin_wait(&srq->pin); /* a doorbell dispatch acting on it */
 	atomic_fetch_sub(&srq->pd->refs, 1);
 	if (srq->xrcd)
 		atomic_fetch_sub(&srq->xrcd->refs, 1);

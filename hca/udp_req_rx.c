@@ -117,10 +117,15 @@ static void complete_acked(struct hca_qp *qp)
 		}
 		if (w->wr.opcode != IBV_WR_RDMA_READ && hca_udp_needs_response(w)) {
 			struct iovec iov[HCA_MAX_SGE];
+			struct hca_fence f;
 			int n;
 
+			/* the lkey checked and the value landed in one copy
+			 * section: a dereg of it waits (fence.c) */
+			hca_fence_enter(qp->dev, &f);
 			if (hca_req_local_iov(qp, w, iov, &n) == IBV_WC_SUCCESS && n)
 				memcpy(iov[0].iov_base, &w->atomic_orig, 8);
+			hca_fence_exit(&f);
 		}
 		hca_req_complete(qp, w, IBV_WC_SUCCESS);
 		qp->sq_head++;
@@ -168,13 +173,19 @@ static void read_response(struct hca_qp *qp, const struct hca_wire_hdr *h,
 	uint32_t idx;
 	struct hca_swqe *w = wqe_of_psn(qp, h->psn, &idx);
 	struct iovec iov[HCA_MAX_SGE];
+	struct hca_fence f;
 	int n;
 
 	if (!w || w->wr.opcode != IBV_WR_RDMA_READ || w->done ||
 	    h->psn != hca_psn_add(w->first_psn, (int32_t)w->rd_pkts))
 		return; /* a duplicate, or a gap: the timer re-asks */
-	if (hca_req_local_iov(qp, w, iov, &n) || w->rd_bytes + plen > w->total_len)
+	/* the lkeys checked again for every packet, and its bytes landed, in
+	 * one copy section: a dereg of them waits for it (fence.c) */
+	hca_fence_enter(qp->dev, &f);
+	if (hca_req_local_iov(qp, w, iov, &n) || w->rd_bytes + plen > w->total_len) {
+		hca_fence_exit(&f);
 		return;
+	}
 	for (int i = 0; i < n && plen; i++) {
 		uint64_t off = w->rd_bytes, base = 0;
 
@@ -189,6 +200,7 @@ static void read_response(struct hca_qp *qp, const struct hca_wire_hdr *h,
 		plen -= take;
 		w->rd_bytes += take;
 	}
+	hca_fence_exit(&f);
 	w->rd_pkts++;
 	w->reasks = 0;
 	progressed(qp, hca_now_ns());
