@@ -290,10 +290,15 @@ int hca_chan_get_event(struct hca_chan *ch, void **cq_user)
 	struct chan_msg m;
 
 	for (;;) {
-		struct hca_cq *cq = chan_take(ch);
-		ssize_t n;
-		int rc;
+		/* a datagram is taken with each event, so that the socket
+		 * holds about as many as there are events owed */
+		ssize_t n = recv(ch->fd, &m, sizeof(m), MSG_DONTWAIT);
+		int rc = n < 0 ? errno : 0;
+		struct hca_cq *cq;
 
+		if (rc && rc != EAGAIN && rc != EWOULDBLOCK && rc != EINTR)
+			return rc;
+		cq = chan_take(ch);
 		if (cq) {
 			/*
 			 * Completions that raised an event may have been polled
@@ -311,14 +316,8 @@ int hca_chan_get_event(struct hca_chan *ch, void **cq_user)
 			*cq_user = cq->user;
 			return 0;
 		}
-		n = recv(ch->fd, &m, sizeof(m), MSG_DONTWAIT);
-		if (n >= 0)
-			continue; /* a hint: look at the CQs again */
-		rc = errno;
-		if (rc == EINTR)
-			continue;
-		if (rc != EAGAIN && rc != EWOULDBLOCK)
-			return rc;
+		if (n >= 0 || rc == EINTR)
+			continue; /* a stale hint: look again */
 		rc = chan_sleep(ch);
 		if (rc)
 			return rc;
