@@ -609,6 +609,7 @@ static void progress_tick(struct hca_dev *dev)
 	hca_chan_backstop(dev);
 	peers_poll_unwatched(dev);
 	scan_members(dev);
+	hca_wake_flush_backstop(dev);
 	hca_link_tick(dev);
 	hca_link_acks_flush(dev, true, HCA_ACKS_ALL);
 	if (dev->link_paused)

@@ -96,6 +96,7 @@ struct hca_wake {
 	int timer_fd;           /* the retries' timer (progress thread) */
 	uint64_t backoff_ns;
 	_Atomic uint64_t deferred, retried, timer_errors;
+	uint32_t members_seen;  /* hca_wake_flush_backstop (progress thread) */
 };
 
 struct hca_dev {
@@ -480,6 +481,7 @@ int hca_wake_post(struct hca_dev *dev, uint16_t slot, uint32_t gen,
 		  const struct sockaddr_un *a, socklen_t al, const void *msg, size_t len);
 uint32_t hca_wake_retry_run(struct hca_dev *dev);
 uint32_t hca_wake_retry_pending(struct hca_dev *dev);
+void hca_wake_flush_backstop(struct hca_dev *dev);
 
 /* chan.c */
 void hca_chan_backstop(struct hca_dev *dev);

@@ -255,6 +255,38 @@ uint32_t hca_wake_retry_run(struct hca_dev *dev)
 	return keep;
 }
 
+/*
+ * A flush request whose sender died before its retry went: the QP's entry
+ * reads ERR, and the flush is owed. Looked for whenever the host's
+ * membership changed (a death is one), over our own QP entries; the
+ * request goes through the doorbell's own dispatch, which checks it as it
+ * checks a datagram (a QP flushed already is flushed again: nothing).
+ */
+static void flush_owed(struct hca_seg *seg, struct hca_qp_ent *e, void *arg)
+{
+	struct hca_dev *dev = arg;
+	uint32_t qpn = atomic_load_explicit(&e->qpn, memory_order_acquire);
+	struct hca_db_msg m = { .kind = HCA_DB_QP_FLUSH, .idx = qpn & (HCA_MAX_QP - 1),
+				.id = qpn };
+
+	(void)seg;
+	if (qpn && e->owner == dev->slot && e->owner_gen == dev->gen &&
+	    e->type != IBV_QPT_XRC_RECV && atomic_load(&e->state) == IBV_QPS_ERR)
+		hca_db_dispatch(dev, &m);
+}
+
+void hca_wake_flush_backstop(struct hca_dev *dev)
+{
+	uint32_t m = atomic_load(&dev->seg->members);
+
+	if (m == dev->wake.members_seen)
+		return;
+	dev->wake.members_seen = m;
+	hca_qp_ent_each(dev->seg, ((uint32_t)dev->slot + 1) << (HCA_QPN_K_BITS -
+								 HCA_QP_PAGE_BITS),
+			HCA_QP_PER_PROC / HCA_QP_PAGE, flush_owed, dev);
+}
+
 uint32_t hca_wake_retry_pending(struct hca_dev *dev)
 {
 	uint32_t n;
