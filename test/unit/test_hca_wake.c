@@ -330,6 +330,92 @@ static void test_timerfd_checked(void)
 	hca_dev_put(dev);
 }
 
+/*
+ * A responder in another process errs our QP (a SEND longer than our
+ * receive buffer) and dies before its flush request could be sent (every
+ * send of it fails): our QP's other receive must still be flushed — the
+ * progress thread looks for owed flushes when the membership changes.
+ */
+static void test_flush_of_dead_sender(void)
+{
+	struct rig r;
+	struct hca_qp *p;
+	struct ibv_wc wc[2];
+	int tochild[2], toparent[2], got = 0, status;
+	uint32_t qpn;
+	pid_t pid;
+	double t0;
+
+	CU_ASSERT_FATAL(rig_open(&r, 64) == 0);
+	p = rig_qp(&r);
+	CU_ASSERT_FATAL(p != NULL);
+	for (uint64_t id = 1; id <= 2; id++) {
+		struct ibv_sge s = { (uintptr_t)r.buf, 64, hca_mr_key(r.mr) };
+		struct ibv_recv_wr wr = { .wr_id = id, .sg_list = &s, .num_sge = 1 }, *bad;
+
+		CU_ASSERT_EQUAL(hca_qp_post_recv(p, &wr, &bad), 0);
+	}
+	CU_ASSERT_FATAL(pipe(tochild) == 0 && pipe(toparent) == 0);
+	qpn = hca_qp_num(p);
+	CU_ASSERT_FATAL(write(tochild[1], &qpn, sizeof(qpn)) == sizeof(qpn));
+	pid = fork();
+	CU_ASSERT_FATAL(pid >= 0);
+	if (!pid) {
+		struct rig c;
+		static uint8_t big[256];
+		struct ibv_sge s = { (uintptr_t)big, sizeof(big), 0 };
+		struct ibv_send_wr wr = { .wr_id = 9, .sg_list = &s, .num_sge = 1,
+					  .opcode = IBV_WR_SEND,
+					  .send_flags = IBV_SEND_SIGNALED }, *bad;
+		uint32_t peer;
+		char go;
+
+		memset(&c, 0, sizeof(c));
+		c.dev = hca_dev_get();
+		c.ctx = c.dev ? hca_ctx_open(c.dev, NULL) : NULL;
+		c.pd = c.ctx ? hca_pd_alloc(c.ctx) : NULL;
+		c.scq = c.rcq = c.ctx ? hca_cq_create(c.ctx, 16, NULL, 0, NULL) : NULL;
+		c.mr = c.pd ? hca_mr_reg(c.pd, big, sizeof(big), (uintptr_t)big,
+					 IBV_ACCESS_LOCAL_WRITE) : NULL;
+		c.a = c.mr ? rig_qp(&c) : NULL;
+		if (!c.a || read(tochild[0], &peer, sizeof(peer)) != sizeof(peer) ||
+		    rig_connect(&c, c.a, peer))
+			_exit(1);
+		qpn = hca_qp_num(c.a);
+		s.lkey = hca_mr_key(c.mr);
+		if (write(toparent[1], &qpn, sizeof(qpn)) != sizeof(qpn) ||
+		    read(tochild[0], &go, 1) != 1)
+			_exit(1);
+		atomic_store(&hca_test_fail[HCA_FAIL_SEND], 1 << 30);
+		hca_qp_post_send(c.a, &wr, &bad); /* runs our responder's side */
+		_exit(0);                         /* before any retry */
+	}
+	CU_ASSERT_FATAL(read(toparent[0], &qpn, sizeof(qpn)) == sizeof(qpn));
+	CU_ASSERT_FATAL(rig_connect(&r, p, qpn) == 0);
+	CU_ASSERT_FATAL(write(tochild[1], "g", 1) == 1);
+	CU_ASSERT(waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+		  WEXITSTATUS(status) == 0);
+	for (t0 = now_s(); got < 2 && now_s() - t0 < 5;) {
+		int n = hca_cq_poll(r.rcq, 2 - got, wc + got, NULL);
+
+		if (n > 0)
+			got += n;
+		else
+			usleep(1000);
+	}
+	CU_ASSERT_EQUAL_FATAL(got, 2);
+	CU_ASSERT_EQUAL(wc[0].wr_id, 1);
+	CU_ASSERT_EQUAL(wc[0].status, IBV_WC_LOC_LEN_ERR);
+	CU_ASSERT_EQUAL(wc[1].wr_id, 2);
+	CU_ASSERT_EQUAL(wc[1].status, IBV_WC_WR_FLUSH_ERR);
+	CU_ASSERT_EQUAL(hca_qp_destroy(p), 0);
+	for (int i = 0; i < 2; i++) {
+		close(tochild[i]);
+		close(toparent[i]);
+	}
+	rig_close(&r);
+}
+
 static int add_suites(void)
 {
 	CU_pSuite s = CU_add_suite("wake-ups and checked results", NULL, NULL);
@@ -344,7 +430,9 @@ static int add_suites(void)
 	    !CU_add_test(s, "epoll_ctl refused: the device open fails cleanly",
 			 test_epoll_ctl_checked) ||
 	    !CU_add_test(s, "timerfd_settime refused: the thread ticks by itself",
-			 test_timerfd_checked))
+			 test_timerfd_checked) ||
+	    !CU_add_test(s, "a flush whose sender died before sending it still happens",
+			 test_flush_of_dead_sender))
 		return -1;
 	return 0;
 }
