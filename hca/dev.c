@@ -604,10 +604,17 @@ static void peers_poll_unwatched(struct hca_dev *dev)
  */
 static void progress_tick(struct hca_dev *dev)
 {
-	hca_wake_retry_run(dev);
-	hca_bounce_serve(dev);
-	hca_chan_backstop(dev);
-	peers_poll_unwatched(dev);
+	uint64_t now = hca_now_ns();
+
+	/* the timer also fires for every UDP retransmission deadline: the
+	 * backstops run at most once a period */
+	if (now - dev->backstop_ns >= HCA_PERIOD_NS / 2) {
+		dev->backstop_ns = now;
+		hca_wake_retry_run(dev, false);
+		hca_bounce_serve(dev);
+		hca_chan_backstop(dev);
+		peers_poll_unwatched(dev);
+	}
 	scan_members(dev);
 	hca_wake_flush_backstop(dev);
 	hca_link_tick(dev);
@@ -643,7 +650,7 @@ static void *progress_main(void *arg)
 					continue;
 				progress_tick(dev);
 			} else if (tag == 4) {
-				hca_wake_retry_run(dev);
+				hca_wake_retry_run(dev, true);
 			} else if (tag == 3) {
 				/* one-shot: the kernel disarmed the watch */
 				pthread_mutex_lock(&dev->link_watch_lock);

@@ -147,6 +147,7 @@ struct hca_dev {
 	_Atomic uint64_t sleeper_ns; /* when the last sleeper woke */
 	uint64_t timer_at;      /* the timer's next expiry, under lock */
 	bool timer_failed;      /* timerfd_settime failed: epoll_wait ticks */
+	uint64_t backstop_ns;   /* the progress thread's last backstop run */
 	struct hca_wake wake;   /* failed wake sends, retried (wake.c) */
 	struct hca_chan *chans; /* our completion channels (dev->lock) */
 };
@@ -479,7 +480,7 @@ int hca_wake_init(struct hca_dev *dev);
 void hca_wake_fini(struct hca_dev *dev);
 int hca_wake_post(struct hca_dev *dev, uint16_t slot, uint32_t gen,
 		  const struct sockaddr_un *a, socklen_t al, const void *msg, size_t len);
-uint32_t hca_wake_retry_run(struct hca_dev *dev);
+uint32_t hca_wake_retry_run(struct hca_dev *dev, bool timer);
 uint32_t hca_wake_retry_pending(struct hca_dev *dev);
 void hca_wake_flush_backstop(struct hca_dev *dev);
 

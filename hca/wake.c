@@ -225,16 +225,16 @@ static bool retry_stale(struct hca_dev *dev, const struct hca_wake_retry *r)
 
 /*
  * In the progress thread: send what waits, in order. Called on the retry
- * timer and on every tick of the thread's own timer (in case arming the
- * retry timer failed). Returns how many still wait.
+ * timer (timer: its expiry is read) and by the thread's periodic backstop
+ * (in case arming the retry timer failed). Returns how many still wait.
  */
-uint32_t hca_wake_retry_run(struct hca_dev *dev)
+uint32_t hca_wake_retry_run(struct hca_dev *dev, bool timer)
 {
 	struct hca_wake *w = &dev->wake;
 	uint64_t v;
 	uint32_t keep = 0;
 
-	if (w->timer_fd >= 0 && read(w->timer_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+	if (timer && read(w->timer_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		atomic_fetch_add_explicit(&w->timer_errors, 1, memory_order_relaxed);
 	pthread_mutex_lock(&w->lock);
 	for (uint32_t i = 0; i < w->n; i++) {
