@@ -94,6 +94,23 @@ static int cq_publish(struct hca_dev *dev, struct hca_cq *cq, uint32_t cap)
 	return 0;
 }
 
+/* The directory entry, ring and pool go (through the quarantine). */
+static void cq_unpublish(struct hca_dev *dev, struct hca_cq *cq)
+{
+	struct hca_seg *seg = dev->seg;
+
+	hca_seg_lock(seg);
+	atomic_store_explicit(&cq->ent->handle, 0, memory_order_release);
+	dev->cq_tab[cq->idx] = NULL;
+	hca_heap_free(seg, cq->ent->ring_off, cq->ring_size);
+	if (cq->ent->inl_off) {
+		hca_heap_free(seg, cq->ent->inl_off, cq->ent->inl_bytes);
+		cq->ent->inl_off = 0;
+		atomic_fetch_sub(&dev->inl_cqs, 1);
+	}
+	hca_seg_unlock(seg);
+}
+
 struct hca_cq *hca_cq_create(struct hca_ctx *ctx, int cqe, struct hca_chan *chan,
 			     int flags, void *user)
 {
@@ -118,15 +135,13 @@ struct hca_cq *hca_cq_create(struct hca_ctx *ctx, int cqe, struct hca_chan *chan
 		errno = rc;
 		return NULL;
 	}
-	/* on the channel's list before the CQ can owe it an event */
-	rc = chan ? hca_chan_add_cq(chan, cq) : 0;
-	if (!rc) {
-		hca_seg_lock(dev->seg);
-		rc = cq_publish(dev, cq, cq_cap_for(cqe));
-		hca_seg_unlock(dev->seg);
-		if (rc && chan)
-			hca_chan_del_cq(chan, cq);
-	}
+	hca_seg_lock(dev->seg);
+	rc = cq_publish(dev, cq, cq_cap_for(cqe));
+	hca_seg_unlock(dev->seg);
+	/* on the channel's list once whole (readers look at cq->ent); it
+	 * can owe no event before: it is not armed until create returns */
+	if (!rc && chan && (rc = hca_chan_add_cq(chan, cq)) != 0)
+		cq_unpublish(dev, cq);
 	if (rc) {
 		pthread_mutex_destroy(&cq->poll_lock);
 		free(cq);
@@ -192,23 +207,12 @@ int hca_cq_resize(struct hca_cq *cq, int cqe)
 
 int hca_cq_destroy(struct hca_cq *cq)
 {
-	struct hca_dev *dev = cq->ctx->dev;
-	struct hca_seg *seg = dev->seg;
-
 	if (atomic_load(&cq->refs))
 		return EBUSY;
-	hca_seg_lock(seg);
-	atomic_store_explicit(&cq->ent->handle, 0, memory_order_release);
-	dev->cq_tab[cq->idx] = NULL;
-	hca_heap_free(seg, cq->ent->ring_off, cq->ring_size);
-	if (cq->ent->inl_off) {
-		hca_heap_free(seg, cq->ent->inl_off, cq->ent->inl_bytes);
-		cq->ent->inl_off = 0;
-		atomic_fetch_sub(&dev->inl_cqs, 1);
-	}
-	hca_seg_unlock(seg);
+	/* off the channel's list first: its readers look at cq->ent */
 	if (cq->chan)
 		hca_chan_del_cq(cq->chan, cq);
+	cq_unpublish(cq->ctx->dev, cq);
 	pthread_mutex_destroy(&cq->poll_lock);
 	free(cq);
 	return 0;

@@ -320,7 +320,9 @@ static int parent_main(int *fds, pid_t *pids)
 	if (!a)
 		die("out of memory");
 	for (int i = 0; i < P; i++)
-		storm_read_all(fds[i], a + (size_t)i * per, per * sizeof(*a));
+		if (recv(fds[i], a + (size_t)i * per, per * sizeof(*a), MSG_WAITALL) !=
+		    (ssize_t)(per * sizeof(*a)))
+			goto reap; /* a child died: its status says why */
 	for (int i = 0; i < P; i++) {
 		struct storm_addr *out = calloc(per, sizeof(*out));
 
@@ -356,8 +358,10 @@ reap:
 			i++;
 		if (!WIFEXITED(status) || WEXITSTATUS(status)) {
 			if (!rc)
-				fprintf(stderr, "event_storm: child %d failed (status %#x)\n",
-					i, status);
+				fprintf(stderr, "event_storm: child %d failed (%s %d)\n", i,
+					WIFSIGNALED(status) ? "signal" : "exit",
+					WIFSIGNALED(status) ? WTERMSIG(status) :
+							      WEXITSTATUS(status));
 			rc = 1;
 			for (int j = 0; j < P; j++)
 				kill(pids[j], SIGKILL);
