@@ -9,6 +9,7 @@
 # to fail (SOFTIB_TEST_FAIL=send:300: the retries must deliver them), and
 # the bounce path (SOFTIB_NO_CMA=1, 64 KiB messages: its requests are
 # doorbells). Long tier (SOFTIB_LONG=1): the storm for an hour.
+# STORM_SECS overrides the first storm's length (default tier only).
 cd "$(dirname "$0")/../.." || exit 1
 . test/integration/lib.sh
 
