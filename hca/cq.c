@@ -14,12 +14,15 @@
  *    between their store and their load; without them both could miss
  *    (the producer sees armed = 0, the consumer an empty ring) and the
  *    consumer sleep with a completion queued.
- *  - ev_pending: 0 -> 1 by the producer that sends the channel datagram
- *    (exchange: one sender), back to 0 by the owner when it reads it
- *    (hca_cq_event_read). At most one datagram per CQ is queued, so a
- *    burst never fills the channel's socket (max_dgram_qlen) and loses
- *    a wake; a datagram that still cannot be sent undoes both words, so
- *    the next completion tries again.
+ *  - ev_pending: the event this CQ owes its channel. 0 -> 1 by the
+ *    producer that swapped armed to 0 (exchange: one sender per edge),
+ *    which then sends the channel one datagram; back to 0 by the reader
+ *    of the channel that delivers the event (hca_cq_event_take). It is
+ *    never undone: the event stays owed until delivered, whatever
+ *    becomes of the datagram (chan.c: readers look at every CQ's word on
+ *    any wake; wake.c: a send that fails is sent again). Before, a
+ *    failed send put both words back "for the next completion to retry"
+ *    — and when none came, the CQ never signalled again.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -91,6 +94,23 @@ static int cq_publish(struct hca_dev *dev, struct hca_cq *cq, uint32_t cap)
 	return 0;
 }
 
+/* The directory entry, ring and pool go (through the quarantine). */
+static void cq_unpublish(struct hca_dev *dev, struct hca_cq *cq)
+{
+	struct hca_seg *seg = dev->seg;
+
+	hca_seg_lock(seg);
+	atomic_store_explicit(&cq->ent->handle, 0, memory_order_release);
+	hca_cq_tab_set(dev, cq->idx, NULL);
+	hca_heap_free(seg, cq->ent->ring_off, cq->ring_size);
+	if (cq->ent->inl_off) {
+		hca_heap_free(seg, cq->ent->inl_off, cq->ent->inl_bytes);
+		cq->ent->inl_off = 0;
+		atomic_fetch_sub(&dev->inl_cqs, 1);
+	}
+	hca_seg_unlock(seg);
+}
+
 struct hca_cq *hca_cq_create(struct hca_ctx *ctx, int cqe, struct hca_chan *chan,
 			     int flags, void *user)
 {
@@ -109,18 +129,26 @@ struct hca_cq *hca_cq_create(struct hca_ctx *ctx, int cqe, struct hca_chan *chan
 	cq->chan = chan;
 	cq->flags = flags;
 	cq->user = user;
-	pthread_mutex_init(&cq->poll_lock, NULL);
-	hca_seg_lock(dev->seg);
-	rc = cq_publish(dev, cq, cq_cap_for(cqe));
-	hca_seg_unlock(dev->seg);
+	rc = hca_mutex_init(&cq->poll_lock);
 	if (rc) {
 		free(cq);
 		errno = rc;
 		return NULL;
 	}
+	hca_seg_lock(dev->seg);
+	rc = cq_publish(dev, cq, cq_cap_for(cqe));
+	hca_seg_unlock(dev->seg);
+	/* on the channel's list once whole (readers look at cq->ent); it
+	 * can owe no event before: it is not armed until create returns */
+	if (!rc && chan && (rc = hca_chan_add_cq(chan, cq)) != 0)
+		cq_unpublish(dev, cq);
+	if (rc) {
+		pthread_mutex_destroy(&cq->poll_lock);
+		free(cq);
+		errno = rc;
+		return NULL;
+	}
 	cq->cqe = (int)cq->ring->cap - 1;
-	if (chan)
-		atomic_fetch_add(&chan->refs, 1);
 	return cq;
 }
 
@@ -179,24 +207,13 @@ int hca_cq_resize(struct hca_cq *cq, int cqe)
 
 int hca_cq_destroy(struct hca_cq *cq)
 {
-	struct hca_dev *dev = cq->ctx->dev;
-	struct hca_seg *seg = dev->seg;
-
 	if (atomic_load(&cq->refs))
 		return EBUSY;
-	hca_seg_lock(seg);
-	atomic_store_explicit(&cq->ent->handle, 0, memory_order_release);
-	hca_cq_tab_set(dev, cq->idx, NULL);
-	hca_heap_free(seg, cq->ent->ring_off, cq->ring_size);
-	if (cq->ent->inl_off) {
-		hca_heap_free(seg, cq->ent->inl_off, cq->ent->inl_bytes);
-		cq->ent->inl_off = 0;
-		atomic_fetch_sub(&dev->inl_cqs, 1);
-	}
-	hca_seg_unlock(seg);
-	hca_pin_wait(&cq->pin); /* a doorbell dispatch acting on it */
+	/* off the channel's list first: its readers look at cq->ent */
 	if (cq->chan)
-		atomic_fetch_sub(&cq->chan->refs, 1);
+		hca_chan_del_cq(cq->chan, cq);
+	cq_unpublish(cq->ctx->dev, cq);
+	hca_pin_wait(&cq->pin); /* a doorbell dispatch acting on it */
 	pthread_mutex_destroy(&cq->poll_lock);
 	free(cq);
 	return 0;
@@ -232,6 +249,7 @@ int hca_cq_push(struct hca_dev *dev, uint32_t cq_idx, const struct hca_cqe *c,
 {
 	struct hca_cq_ent *e = hca_cq_ent(dev, cq_idx);
 	uint32_t handle, armed;
+
 	struct hca_cqe stamped;
 	struct hca_ring *r;
 
@@ -257,22 +275,20 @@ int hca_cq_push(struct hca_dev *dev, uint32_t cq_idx, const struct hca_cqe *c,
 	atomic_thread_fence(memory_order_seq_cst);
 	armed = atomic_load_explicit(&e->armed, memory_order_relaxed);
 	if (armed == 1 || (armed == 2 && (solicited || c->status != IBV_WC_SUCCESS))) {
-		if ((armed = atomic_exchange(&e->armed, 0)) &&
-		    !atomic_exchange(&e->ev_pending, 1) &&
-		    hca_chan_signal(dev, e->owner, e->owner_gen, e->chan, cq_idx, handle)) {
-			/* not sent (its queue is full of other CQs' wakes):
-			 * armed again, so that the next completion retries */
-			atomic_store(&e->ev_pending, 0);
-			atomic_store(&e->armed, armed);
-		}
+		/* the event is owed (ev_pending) before the datagram goes:
+		 * a reader that finds no datagram finds the word (chan.c).
+		 * The datagram cannot be lost (wake.c); an error here says
+		 * the channel is gone, and no one is left to wake */
+		if (atomic_exchange(&e->armed, 0) && !atomic_exchange(&e->ev_pending, 1))
+			hca_chan_signal(dev, e->owner, e->owner_gen, e->chan, cq_idx, handle);
 	}
 	return 0;
 }
 
-/* The owner read this CQ's channel datagram: the next wake may be sent. */
-void hca_cq_event_read(struct hca_cq *cq)
+/* A reader of the channel takes this CQ's owed event: true if it was. */
+bool hca_cq_event_take(struct hca_cq *cq)
 {
-	atomic_store(&cq->ent->ev_pending, 0);
+	return atomic_exchange(&cq->ent->ev_pending, 0) != 0;
 }
 
 static void cqe_to_wc(const struct hca_cqe *c, struct ibv_wc *wc)

@@ -52,9 +52,8 @@ int hca_dev_notify(struct hca_dev *dev, uint16_t slot, uint32_t gen,
 	struct sockaddr_un a;
 	socklen_t al = db_addr(dev, &a, slot, gen);
 
-	if (sendto(dev->db_fd, msg, len, MSG_DONTWAIT, (struct sockaddr *)&a, al) < 0)
-		return errno;
-	return 0;
+	/* never dropped: a full queue keeps it for the progress thread */
+	return hca_wake_post(dev, slot, gen, &a, al, msg, len);
 }
 
 /* ---- peers ---- */
@@ -64,10 +63,12 @@ static void peer_close(struct hca_dev *dev, uint16_t slot)
 	struct hca_peer *p = &dev->peers[slot];
 
 	if (p->pidfd >= 0) {
-		epoll_ctl(dev->epfd, EPOLL_CTL_DEL, p->pidfd, NULL);
+		/* close drops it from the epoll set in any case */
+		(void)epoll_ctl(dev->epfd, EPOLL_CTL_DEL, p->pidfd, NULL);
 		close(p->pidfd);
 	}
 	p->pidfd = -1;
+	p->unwatched = false;
 	atomic_store_explicit(&p->known, 0, memory_order_release);
 }
 
@@ -102,7 +103,10 @@ static bool peer_open(struct hca_dev *dev, uint16_t slot, uint32_t gen)
 	/* the gen in the tag: an event of a closed pidfd, already taken
 	 * by epoll_wait, must not kill the slot's next incarnation */
 	ev.data.u64 = HCA_PEER_TAG | (uint64_t)gen << 16 | slot;
-	epoll_ctl(dev->epfd, EPOLL_CTL_ADD, fd, &ev);
+	/* not watched (ENOMEM, ENOSPC: max_user_watches): the thread's tick
+	 * polls the pidfd instead (peers_poll_unwatched) */
+	if (hca_epoll_ctl(dev->epfd, EPOLL_CTL_ADD, fd, &ev))
+		p->unwatched = true;
 	atomic_store_explicit(&p->known, (uint64_t)gen << 32 | HCA_PEER_OPEN,
 			      memory_order_release);
 	return true;
@@ -274,7 +278,7 @@ static void peer_died(struct hca_dev *dev, uint16_t slot, uint32_t gen)
 	atomic_store_explicit(&dev->peers[slot].known, (uint64_t)gen << 32 | HCA_PEER_DEAD,
 			      memory_order_release);
 	if (dev->peers[slot].pidfd >= 0) {
-		epoll_ctl(dev->epfd, EPOLL_CTL_DEL, dev->peers[slot].pidfd, NULL);
+		(void)epoll_ctl(dev->epfd, EPOLL_CTL_DEL, dev->peers[slot].pidfd, NULL);
 		close(dev->peers[slot].pidfd);
 		dev->peers[slot].pidfd = -2; /* known dead, no fd */
 	}
@@ -292,7 +296,9 @@ static void timer_arm(struct hca_dev *dev, uint64_t when, uint64_t now)
 
 	its.it_value.tv_sec = (time_t)(d / 1000000000ULL);
 	its.it_value.tv_nsec = (long)(d % 1000000000ULL);
-	timerfd_settime(dev->timer_fd, 0, &its, NULL);
+	/* a timer that cannot be set: the thread wakes every millisecond
+	 * instead (progress_main), so no deadline is missed */
+	dev->timer_failed = hca_timerfd_settime(dev->timer_fd, &its) != 0;
 	dev->timer_at = now + d;
 }
 
@@ -435,8 +441,14 @@ static void link_watch_locked(struct hca_dev *dev, bool on)
 
 	if (dev->link_watched == on)
 		return;
+	if (hca_epoll_ctl(dev->epfd, EPOLL_CTL_MOD, hca_link_wait_fd(dev), &ev)) {
+		/* the watch is as it was; arming failed: the socket is left
+		 * to the timer, whose tick tries again (link_paused_tick) */
+		if (on)
+			dev->link_paused = true;
+		return;
+	}
 	dev->link_watched = on;
-	epoll_ctl(dev->epfd, EPOLL_CTL_MOD, hca_link_wait_fd(dev), &ev);
 }
 
 /* The thread watches the socket again, unless an application thread
@@ -585,14 +597,68 @@ static void drain_doorbell(struct hca_dev *dev)
 		hca_db_dispatch(dev, &m);
 }
 
+/* Peers whose pidfd the epoll set refused: polled at each tick. */
+static void peers_poll_unwatched(struct hca_dev *dev)
+{
+	for (uint16_t s = 0; s < HCA_MAX_PROCS; s++) {
+		struct hca_peer *p = &dev->peers[s];
+		struct pollfd pf = { .events = POLLIN };
+		uint32_t gen = 0;
+		bool dead = false;
+
+		pthread_mutex_lock(&dev->lock); /* pidfd is read under it */
+		pf.fd = p->pidfd;
+		if (p->unwatched && pf.fd >= 0 && poll(&pf, 1, 0) > 0) {
+			gen = (uint32_t)(atomic_load_explicit(&p->known,
+							      memory_order_relaxed) >> 32);
+			dead = true;
+		}
+		pthread_mutex_unlock(&dev->lock);
+		if (dead)
+			peer_died(dev, s, gen);
+	}
+}
+
+/*
+ * The thread's timer. Also the backstop of every wake-up (wake.c): sends
+ * still waiting go again, a bounce request is served, and owed channel
+ * events get a datagram, whatever happened to the ones that were sent.
+ */
+static void progress_tick(struct hca_dev *dev)
+{
+	uint64_t now = hca_now_ns();
+
+	/* the timer also fires for every UDP retransmission deadline: the
+	 * backstops run at most once a period */
+	if (now - dev->backstop_ns >= HCA_PERIOD_NS / 2) {
+		dev->backstop_ns = now;
+		hca_wake_retry_run(dev, false);
+		hca_bounce_serve(dev);
+		hca_chan_backstop(dev);
+		peers_poll_unwatched(dev);
+	}
+	scan_members(dev);
+	hca_wake_flush_backstop(dev);
+	hca_link_tick(dev);
+	hca_link_acks_flush(dev, true, HCA_ACKS_ALL);
+	if (dev->link_paused)
+		link_paused_tick(dev);
+	hca_dev_run_waiting(dev);
+}
+
 static void *progress_main(void *arg)
 {
 	struct hca_dev *dev = arg;
 	struct epoll_event evs[16];
 
 	for (;;) {
-		int n = epoll_wait(dev->epfd, evs, 16, -1);
+		/* a timer that could not be set: tick every millisecond */
+		int n = epoll_wait(dev->epfd, evs, 16, dev->timer_failed ? 1 : -1);
 
+		if (n == 0) {
+			hca_inl_sweep(dev);
+			progress_tick(dev);
+		}
 		for (int i = 0; i < n; i++) {
 			uint64_t tag = evs[i].data.u64, v;
 
@@ -604,12 +670,9 @@ static void *progress_main(void *arg)
 				hca_inl_sweep(dev); /* data lands without a poll */
 				if (read(dev->timer_fd, &v, sizeof(v)) < 0)
 					continue;
-				scan_members(dev);
-				hca_link_tick(dev);
-				hca_link_acks_flush(dev, true, HCA_ACKS_ALL);
-				if (dev->link_paused)
-					link_paused_tick(dev);
-				hca_dev_run_waiting(dev);
+				progress_tick(dev);
+			} else if (tag == 4) {
+				hca_wake_retry_run(dev, true);
 			} else if (tag == 3) {
 				/* one-shot: the kernel disarmed the watch */
 				pthread_mutex_lock(&dev->link_watch_lock);
@@ -635,19 +698,29 @@ static int progress_start(struct hca_dev *dev)
 	dev->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	if (dev->epfd < 0 || dev->stop_fd < 0 || dev->timer_fd < 0)
 		return errno;
+	/* without any of these the thread would sleep through what it is
+	 * for: the device does not open */
 	ev.data.u64 = 0;
-	epoll_ctl(dev->epfd, EPOLL_CTL_ADD, dev->stop_fd, &ev);
+	if (hca_epoll_ctl(dev->epfd, EPOLL_CTL_ADD, dev->stop_fd, &ev))
+		return errno;
 	ev.data.u64 = 1;
-	epoll_ctl(dev->epfd, EPOLL_CTL_ADD, dev->db_fd, &ev);
+	if (hca_epoll_ctl(dev->epfd, EPOLL_CTL_ADD, dev->db_fd, &ev))
+		return errno;
 	ev.data.u64 = 2;
-	epoll_ctl(dev->epfd, EPOLL_CTL_ADD, dev->timer_fd, &ev);
+	if (hca_epoll_ctl(dev->epfd, EPOLL_CTL_ADD, dev->timer_fd, &ev))
+		return errno;
+	ev.data.u64 = 4;
+	if (hca_epoll_ctl(dev->epfd, EPOLL_CTL_ADD, dev->wake.timer_fd, &ev))
+		return errno;
 	if (dev->link.fd >= 0) {
 		ev.events = EPOLLIN | EPOLLONESHOT;
 		ev.data.u64 = 3;
-		epoll_ctl(dev->epfd, EPOLL_CTL_ADD, hca_link_wait_fd(dev), &ev);
+		if (hca_epoll_ctl(dev->epfd, EPOLL_CTL_ADD, hca_link_wait_fd(dev), &ev))
+			return errno;
 		dev->link_watched = true;
 	}
-	timerfd_settime(dev->timer_fd, 0, &its, NULL);
+	if (hca_timerfd_settime(dev->timer_fd, &its))
+		dev->timer_failed = true; /* progress_main ticks by itself */
 	if (pthread_create(&dev->progress, NULL, progress_main, dev))
 		return EAGAIN;
 	pthread_setname_np(dev->progress, "softib-progress"); /* top -H, perf */
@@ -688,6 +761,7 @@ static void dev_free(struct hca_dev *dev)
 		if (dev->peers[s].pidfd >= 0)
 			close(dev->peers[s].pidfd);
 	hca_link_fini(dev);
+	hca_wake_fini(dev);
 	if (dev->seg && dev->gen)
 		reclaim_slot(dev->seg, dev->slot, dev->gen);
 	if (dev->db_fd >= 0)
@@ -732,10 +806,21 @@ static struct hca_dev *dev_create(void)
 		return NULL;
 	dev->db_fd = dev->epfd = dev->timer_fd = dev->stop_fd = -1;
 	dev->link.fd = dev->link.rx_epfd = -1;
+	dev->wake.timer_fd = -1;
 	for (int s = 0; s < HCA_MAX_PROCS; s++)
 		dev->peers[s].pidfd = -1;
-	pthread_mutex_init(&dev->lock, NULL);
-	pthread_mutex_init(&dev->link_watch_lock, NULL);
+	hca_test_fail_env();
+	rc = hca_mutex_init(&dev->lock);
+	if (rc) {
+		free(dev);
+		errno = rc;
+		return NULL;
+	}
+	rc = hca_mutex_init(&dev->link_watch_lock);
+	if (!rc)
+		rc = hca_wake_init(dev);
+	if (rc)
+		goto err;
 	/* by QP number: 16 M slots of address space, pages touched where
 	 * our QPs are (tables_map) */
 	rc = tables_map(dev);

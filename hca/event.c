@@ -9,7 +9,12 @@
  *
  * Async events about an object go to its owner's doorbell; the owner's
  * progress thread acts on them (an errored QP flushes) and queues them on
- * the context's async fd, a local datagram socketpair.
+ * the context's async queue: in memory, counted by an eventfd.
+ *
+ * No wake-up is lost (wake.c says how a datagram that cannot be sent is
+ * kept and sent again): a CQ's owed event is a word in the segment
+ * (hca_cq_ent.ev_pending), the channel's datagram only says "look", and
+ * whoever reads a channel looks at every CQ on it (chan_take).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,58 +22,40 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "hca_int.h"
 
-struct chan_msg {
-	uint32_t cq_idx;
-	uint32_t handle;
-};
-
-struct async_msg {
-	uint32_t type;
-	int32_t port;
-	void *user;
-};
-
-static _Atomic uint32_t next_chan_id = 1;
-
-static socklen_t chan_addr(struct hca_dev *dev, struct sockaddr_un *a, uint16_t slot,
-			   uint32_t gen, uint32_t id)
-{
-	static _Atomic long uid = -1; /* a system call per completion event saved */
-	long u = atomic_load_explicit(&uid, memory_order_relaxed);
-
-	if (u < 0)
-		atomic_store_explicit(&uid, u = (long)getuid(), memory_order_relaxed);
-	memset(a, 0, sizeof(*a));
-	a->sun_family = AF_UNIX;
-	int n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1,
-			 "softib-%u-%08x-ch-%u-%u-%u", (unsigned)u, dev->seg->nonce,
-			 slot, gen, id);
-	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
-}
-
 /* ---- contexts ---- */
+
+#define ASYNC_QUEUE_FIRST 64
 
 struct hca_ctx *hca_ctx_open(struct hca_dev *dev, void *user)
 {
 	struct hca_ctx *ctx = calloc(1, sizeof(*ctx));
-	int sv[2];
+	int rc;
 
 	if (!ctx)
 		return NULL;
-	if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv)) {
+	ctx->evq = calloc(ASYNC_QUEUE_FIRST, sizeof(*ctx->evq));
+	ctx->evq_cap = ASYNC_QUEUE_FIRST;
+	ctx->ev_fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+	rc = ctx->ev_fd < 0 ? errno : ctx->evq ? 0 : ENOMEM;
+	if (!rc)
+		rc = hca_mutex_init(&ctx->ev_lock);
+	if (rc) {
+		if (ctx->ev_fd >= 0)
+			close(ctx->ev_fd);
+		free(ctx->evq);
 		free(ctx);
+		errno = rc;
 		return NULL;
 	}
 	ctx->dev = dev;
 	ctx->user = user;
-	ctx->ev_rd = sv[0];
-	ctx->ev_wr = sv[1];
 	pthread_mutex_lock(&dev->lock);
 	ctx->next = dev->ctxs;
 	dev->ctxs = ctx;
@@ -87,38 +74,79 @@ void hca_ctx_close(struct hca_ctx *ctx)
 			break;
 		}
 	pthread_mutex_unlock(&dev->lock);
-	close(ctx->ev_rd);
-	close(ctx->ev_wr);
+	close(ctx->ev_fd);
+	pthread_mutex_destroy(&ctx->ev_lock);
+	free(ctx->evq);
 	free(ctx);
 }
 
 int hca_ctx_async_fd(struct hca_ctx *ctx)
 {
-	return ctx->ev_rd;
+	return ctx->ev_fd;
 }
 
+/* Room for one more event (ev_lock held): the ring doubles, in order. */
+static int async_grow(struct hca_ctx *ctx)
+{
+	uint32_t cap = ctx->evq_cap * 2;
+	struct hca_async_ev *q;
+
+	if (ctx->evq_n < ctx->evq_cap)
+		return 0;
+	q = malloc(cap * sizeof(*q));
+	if (!q)
+		return ENOMEM;
+	for (uint32_t i = 0; i < ctx->evq_n; i++)
+		q[i] = ctx->evq[(ctx->evq_head + i) % ctx->evq_cap];
+	free(ctx->evq);
+	ctx->evq = q;
+	ctx->evq_cap = cap;
+	ctx->evq_head = 0;
+	return 0;
+}
+
+/*
+ * Queue an event for the application: never dropped, never blocking.
+ * The entry is in the ring before the eventfd counts it, so a reader the
+ * count lets through always finds one. Only an allocation failure (the
+ * ring at its largest) loses an event; it is reported on stderr.
+ */
 void hca_ctx_queue_event(struct hca_ctx *ctx, enum ibv_event_type type,
 			 void *user, int port)
 {
-	struct async_msg m = { .type = type, .port = port, .user = user };
+	uint64_t one = 1;
+	int rc;
 
-	/* a full queue loses the event rather than block the device */
-	if (send(ctx->ev_wr, &m, sizeof(m), MSG_DONTWAIT) < 0)
-		return;
+	pthread_mutex_lock(&ctx->ev_lock);
+	rc = async_grow(ctx);
+	if (!rc) {
+		ctx->evq[(ctx->evq_head + ctx->evq_n) % ctx->evq_cap] =
+			(struct hca_async_ev){ .type = type, .user = user, .port = port };
+		ctx->evq_n++;
+	}
+	pthread_mutex_unlock(&ctx->ev_lock);
+	/* an eventfd write fails only past 2^64 - 2 queued */
+	if (rc || write(ctx->ev_fd, &one, sizeof(one)) != sizeof(one))
+		fprintf(stderr, "softib: async event %d lost: %s\n", (int)type,
+			strerror(rc ? rc : errno));
 }
 
+/* Blocks unless the application made the fd non-blocking (EAGAIN then). */
 int hca_ctx_get_async_event(struct hca_ctx *ctx, struct hca_async_ev *ev)
 {
-	struct async_msg m;
-	ssize_t n = recv(ctx->ev_rd, &m, sizeof(m), 0);
+	uint64_t one;
 
-	if (n < 0)
-		return errno;
-	if (n != sizeof(m))
+	if (read(ctx->ev_fd, &one, sizeof(one)) != sizeof(one))
+		return errno ? errno : EIO;
+	pthread_mutex_lock(&ctx->ev_lock);
+	if (!ctx->evq_n) { /* cannot be: each count follows its entry */
+		pthread_mutex_unlock(&ctx->ev_lock);
 		return EIO;
-	ev->type = m.type;
-	ev->user = m.user;
-	ev->port = m.port;
+	}
+	*ev = ctx->evq[ctx->evq_head];
+	ctx->evq_head = (ctx->evq_head + 1) % ctx->evq_cap;
+	ctx->evq_n--;
+	pthread_mutex_unlock(&ctx->ev_lock);
 	return 0;
 }
 
@@ -269,186 +297,4 @@ void hca_db_dispatch(struct hca_dev *dev, const struct hca_db_msg *m)
 		hca_ctx_queue_event(cq->ctx, m->event, cq->user, 0);
 		hca_cq_put(cq);
 	}
-}
-
-/* ---- completion channels ---- */
-
-struct hca_chan *hca_chan_create(struct hca_ctx *ctx)
-{
-	struct hca_dev *dev = ctx->dev;
-	struct hca_chan *ch = calloc(1, sizeof(*ch));
-	struct sockaddr_un a;
-	socklen_t al;
-
-	if (!ch)
-		return NULL;
-	ch->ctx = ctx;
-	ch->id = atomic_fetch_add(&next_chan_id, 1);
-	ch->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (ch->fd < 0)
-		goto err;
-	al = chan_addr(dev, &a, dev->slot, dev->gen, ch->id);
-	if (bind(ch->fd, (struct sockaddr *)&a, al))
-		goto err;
-	return ch;
-err:
-	if (ch->fd >= 0)
-		close(ch->fd);
-	free(ch);
-	return NULL;
-}
-
-int hca_chan_fd(struct hca_chan *ch)
-{
-	return ch->fd;
-}
-
-int hca_chan_destroy(struct hca_chan *ch)
-{
-	if (atomic_load(&ch->refs))
-		return EBUSY;
-	close(ch->fd);
-	free(ch);
-	return 0;
-}
-
-/*
- * Nothing on the channel: sleep until something comes, on the channel
- * and, when this process has QPs on the UDP link, on the link socket
- * too, so that the datagram bringing a completion wakes this thread
- * directly (hca_dev_link_sleep_begin says why). What it brings is taken
- * here; a completion it makes signals the channel, which the caller then
- * reads without sleeping. ACKs still owed go before we sleep: nothing
- * would send them meanwhile, and the peer's send would wait for them.
- * Returns 0 or an errno (EAGAIN: the channel is non-blocking).
- */
-/*
- * The channel this thread sleeps on (chan_sleep) while it takes what the
- * link socket brought, and the events that raised on it: this thread
- * reads them next in any case, so they are handed over in memory, not
- * as a datagram to ourselves (a send, a receive and the name's
- * formatting saved per event).
- */
-static int chan_post(struct hca_dev *dev, uint16_t owner, uint32_t owner_gen,
-		     uint32_t chan, const struct chan_msg *m);
-
-#define CHAN_TLS_MAX 8
-#define CHAN_SLEEP_LINK_FDS 8 /* sockets polled directly; more: their epoll set */
-static _Thread_local struct {
-	struct hca_chan *ch;
-	int n;
-	struct chan_msg m[CHAN_TLS_MAX];
-} tls_wait;
-
-static bool chan_signal_local(struct hca_dev *dev, uint16_t owner, uint32_t owner_gen,
-			      uint32_t chan, const struct chan_msg *m)
-{
-	if (!tls_wait.ch || owner != dev->slot || owner_gen != dev->gen ||
-	    chan != tls_wait.ch->id || tls_wait.n == CHAN_TLS_MAX)
-		return false;
-	tls_wait.m[tls_wait.n++] = *m;
-	return true;
-}
-
-static int chan_sleep(struct hca_chan *ch)
-{
-	struct hca_dev *dev = ch->ctx->dev;
-	struct pollfd p[1 + CHAN_SLEEP_LINK_FDS] = { { .fd = ch->fd, .events = POLLIN } };
-	int fl = fcntl(ch->fd, F_GETFL), rc = 0, n = 0;
-	bool link, woke = false;
-
-	if (fl >= 0 && (fl & O_NONBLOCK))
-		return EAGAIN;
-	hca_link_acks_flush(dev, true, HCA_ACKS_ALL);
-	link = hca_dev_link_sleep_begin(dev);
-	if (link)
-		n = hca_link_wait_fds(dev, p + 1, CHAN_SLEEP_LINK_FDS);
-	if (poll(p, 1 + (nfds_t)n, -1) < 0)
-		rc = errno; /* EINTR too, as a blocking read of the channel says */
-	if (link) {
-		for (int i = 1; i <= n; i++)
-			woke |= p[i].revents != 0;
-		if (woke) {
-			tls_wait.ch = ch;
-			hca_link_rx_sleeper(dev, p + 1, n);
-			tls_wait.ch = NULL;
-		}
-		hca_dev_link_sleep_end(dev);
-	}
-	return rc;
-}
-
-int hca_chan_get_event(struct hca_chan *ch, void **cq_user)
-{
-	struct hca_dev *dev = ch->ctx->dev;
-	struct chan_msg m;
-
-	for (;;) {
-		ssize_t n;
-		struct hca_cq *cq;
-
-		if (tls_wait.n) { /* raised while we took the socket */
-			m = tls_wait.m[0];
-			memmove(tls_wait.m, tls_wait.m + 1, --tls_wait.n * sizeof(m));
-			n = sizeof(m);
-		} else {
-			n = recv(ch->fd, &m, sizeof(m), MSG_DONTWAIT);
-		}
-		if (n < 0) {
-			int rc = errno;
-
-			if (rc != EAGAIN && rc != EWOULDBLOCK && rc != EINTR)
-				return rc;
-			rc = rc == EINTR ? 0 : chan_sleep(ch);
-			if (rc)
-				return rc;
-			continue;
-		}
-		if (n != sizeof(m) || m.cq_idx >= HCA_MAX_CQ)
-			continue;
-		cq = dev->cq_tab[m.cq_idx];
-		/* an event for a CQ destroyed since is not delivered */
-		if (!cq || cq->handle != m.handle || cq->chan != ch)
-			continue;
-		hca_cq_event_read(cq); /* the next wake may be sent (cq.c) */
-		/*
-		 * Completions that raised an event may have been polled already
-		 * (work done inside post_send completes before the application
-		 * waits): an event for an empty CQ re-arms it as it was armed
-		 * and is not delivered, unless a completion came meanwhile.
-		 */
-		if (!hca_ring_count(cq->ring)) {
-			hca_cq_arm(cq, cq->arm_solicited);
-			if (!hca_ring_count(cq->ring))
-				continue;
-		}
-		*cq_user = cq->user;
-		/* events left over go the channel's way: this thread may not
-		 * come back for them, another may read the channel */
-		for (int i = 0; i < tls_wait.n; i++)
-			chan_post(dev, dev->slot, dev->gen, ch->id, &tls_wait.m[i]);
-		tls_wait.n = 0;
-		return 0;
-	}
-}
-
-static int chan_post(struct hca_dev *dev, uint16_t owner, uint32_t owner_gen,
-		     uint32_t chan, const struct chan_msg *m)
-{
-	struct sockaddr_un a;
-	socklen_t al = chan_addr(dev, &a, owner, owner_gen, chan);
-
-	if (sendto(dev->db_fd, m, sizeof(*m), MSG_DONTWAIT, (struct sockaddr *)&a, al) < 0)
-		return errno;
-	return 0;
-}
-
-int hca_chan_signal(struct hca_dev *dev, uint16_t owner, uint32_t owner_gen,
-		    uint32_t chan, uint32_t cq_idx, uint32_t handle)
-{
-	struct chan_msg m = { .cq_idx = cq_idx, .handle = handle };
-
-	if (chan_signal_local(dev, owner, owner_gen, chan, &m))
-		return 0;
-	return chan_post(dev, owner, owner_gen, chan, &m);
 }

@@ -218,12 +218,12 @@ static uint64_t next_below(uint64_t *state, uint64_t n)
 	return (uint64_t)(((unsigned __int128)next_u64(state) * n) >> 64);
 }
 
-void hca_fault_init(struct hca_fault *f, const struct hca_fault_cfg *cfg)
+int hca_fault_init(struct hca_fault *f, const struct hca_fault_cfg *cfg)
 {
 	memset(f, 0, sizeof(*f));
 	f->cfg = *cfg;
 	f->rng = cfg->seed ? cfg->seed : DEFAULT_SEED;
-	pthread_mutex_init(&f->lock, NULL);
+	return pthread_mutex_init(&f->lock, NULL);
 }
 
 void hca_fault_fini(struct hca_fault *f)
@@ -246,8 +246,12 @@ int hca_fault_open_env(struct hca_fault **out, char *msg, size_t msglen)
 	*out = malloc(sizeof(**out));
 	if (!*out)
 		return ENOMEM;
-	hca_fault_init(*out, &cfg);
-	return 0;
+	err = hca_fault_init(*out, &cfg);
+	if (err) {
+		free(*out);
+		*out = NULL;
+	}
+	return err;
 }
 
 void hca_fault_close(struct hca_fault *f)

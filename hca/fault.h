@@ -74,7 +74,7 @@ struct hca_fault {
 int hca_fault_parse(const char *spec, struct hca_fault_cfg *cfg,
 		    char *msg, size_t msglen);
 
-void hca_fault_init(struct hca_fault *f, const struct hca_fault_cfg *cfg);
+int hca_fault_init(struct hca_fault *f, const struct hca_fault_cfg *cfg);
 void hca_fault_fini(struct hca_fault *f);
 
 /*

@@ -15,6 +15,8 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/uio.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 #include "dev_attr.h"
 #include "fault.h"
@@ -40,6 +42,7 @@
 struct hca_peer {
 	_Atomic uint64_t known;
 	int pidfd;              /* -1 when not opened, -2 known dead */
+	bool unwatched;         /* the epoll set refused pidfd: polled at ticks */
 };
 
 /* Largest datagram: BTH + headers + a 4096-byte MTU payload + ICRC. */
@@ -80,6 +83,30 @@ struct hca_link {
 	/* QPs owing a deferred ACK (udp_resp.c), under rx_lock */
 	struct hca_qp *owed[HCA_OWED_MAX];
 	int nowed;
+};
+
+/*
+ * Wake datagrams whose send failed, kept until they go (wake.c): a
+ * doorbell or a channel's wake is never dropped.
+ */
+#define HCA_WAKE_MSG_MAX 16
+struct hca_wake_retry {
+	struct sockaddr_un a;
+	socklen_t al;
+	uint16_t slot;          /* the receiving process: stale once it is gone */
+	uint32_t gen;
+	uint32_t len;
+	uint8_t msg[HCA_WAKE_MSG_MAX];
+};
+struct hca_wake {
+	pthread_mutex_t lock;   /* the list; a leaf lock */
+	bool lock_ok;
+	struct hca_wake_retry *q;
+	uint32_t n, cap;
+	int timer_fd;           /* the retries' timer (progress thread) */
+	uint64_t backoff_ns;
+	_Atomic uint64_t deferred, retried, timer_errors;
+	uint32_t members_seen;  /* hca_wake_flush_backstop (progress thread) */
 };
 
 struct hca_dev {
@@ -130,12 +157,24 @@ struct hca_dev {
 	int link_sleepers;
 	_Atomic uint64_t sleeper_ns; /* when the last sleeper woke */
 	uint64_t timer_at;      /* the timer's next expiry, under lock */
+	bool timer_failed;      /* timerfd_settime failed: epoll_wait ticks */
+	uint64_t backstop_ns;   /* the progress thread's last backstop run */
+	struct hca_wake wake;   /* failed wake sends, retried (wake.c) */
+	struct hca_chan *chans; /* our completion channels (dev->lock) */
 };
 
+/*
+ * The async event queue of a context: events wait in memory (never
+ * dropped), and an eventfd in semaphore mode counts them, so the fd
+ * applications poll is readable exactly while one waits.
+ */
 struct hca_ctx {
 	struct hca_dev *dev;
 	void *user;
-	int ev_rd, ev_wr;       /* async events: a local datagram socketpair */
+	int ev_fd;              /* eventfd (EFD_SEMAPHORE): events queued */
+	pthread_mutex_t ev_lock;
+	struct hca_async_ev *evq;   /* ring of evq_cap, grown when full */
+	uint32_t evq_cap, evq_head, evq_n;
 	struct hca_ctx *next;
 };
 
@@ -157,11 +196,20 @@ struct hca_xrcd {
 	_Atomic int refs;       /* SRQs and target QPs made through it */
 };
 
+/*
+ * A completion channel. Its CQs are listed here so that a wake (any
+ * datagram on fd, or none at all) is answered by looking at every CQ's
+ * owed-event word (hca_cq_ent.ev_pending): the datagram is only a hint.
+ */
 struct hca_chan {
 	struct hca_ctx *ctx;
 	uint32_t id;
 	int fd;
 	_Atomic int refs;       /* CQs on it */
+	pthread_mutex_t lock;   /* cqs, ncq, next_scan */
+	struct hca_cq **cqs;
+	uint32_t ncq, cqcap, next_scan;
+	struct hca_chan *next;  /* dev->chans */
 };
 
 /* One completion as it sits in a CQ ring. */
@@ -445,6 +493,30 @@ void hca_srq_tab_set(struct hca_dev *dev, uint32_t idx, struct hca_srq *srq);
 struct hca_srq *hca_srq_get(struct hca_dev *dev, uint32_t idx, uint32_t handle);
 void hca_srq_put(struct hca_srq *srq);
 
+/* wake.c */
+enum hca_fail_kind { HCA_FAIL_SEND, HCA_FAIL_EPOLL, HCA_FAIL_TIMERFD, HCA_FAIL_MUTEX,
+		     HCA_FAIL_MAX };
+extern _Atomic int hca_test_fail[HCA_FAIL_MAX];
+void hca_test_fail_env(void);
+bool hca_test_fail_take(enum hca_fail_kind k);
+int hca_mutex_init(pthread_mutex_t *m);
+struct epoll_event;
+struct itimerspec;
+int hca_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev);
+int hca_timerfd_settime(int fd, const struct itimerspec *its);
+int hca_wake_init(struct hca_dev *dev);
+void hca_wake_fini(struct hca_dev *dev);
+int hca_wake_post(struct hca_dev *dev, uint16_t slot, uint32_t gen,
+		  const struct sockaddr_un *a, socklen_t al, const void *msg, size_t len);
+uint32_t hca_wake_retry_run(struct hca_dev *dev, bool timer);
+uint32_t hca_wake_retry_pending(struct hca_dev *dev);
+void hca_wake_flush_backstop(struct hca_dev *dev);
+
+/* chan.c */
+void hca_chan_backstop(struct hca_dev *dev);
+int hca_chan_add_cq(struct hca_chan *ch, struct hca_cq *cq);
+void hca_chan_del_cq(struct hca_chan *ch, struct hca_cq *cq);
+
 /* event.c */
 void hca_raise_qp_event(struct hca_dev *dev, struct hca_qp_ent *e,
 			enum ibv_event_type type);
@@ -462,7 +534,7 @@ int hca_chan_signal(struct hca_dev *dev, uint16_t owner, uint32_t owner_gen,
 int hca_cq_push(struct hca_dev *dev, uint32_t cq_idx, const struct hca_cqe *c,
 		bool solicited);
 struct hca_cq_ent *hca_cq_ent(struct hca_dev *dev, uint32_t cq_idx);
-void hca_cq_event_read(struct hca_cq *cq);
+bool hca_cq_event_take(struct hca_cq *cq);
 
 /* cq_inline.c */
 uint32_t hca_inl_max(void);

@@ -114,9 +114,9 @@ int hca_link_init(struct hca_dev *dev)
 	l->force_udp = force && !strcmp(force, "udp");
 	rxc = getenv("SOFTIB_UDP_RX_CONNECTED");
 	l->rx_connected = rxc ? strcmp(rxc, "0") != 0 : HCA_RX_CONNECTED_DEFAULT;
-	pthread_mutex_init(&l->rx_lock, NULL);
-	pthread_mutex_init(&l->tx_lock, NULL);
-	pthread_mutex_init(&l->peers_lock, NULL);
+	if ((rc = hca_mutex_init(&l->rx_lock)) || (rc = hca_mutex_init(&l->tx_lock)) ||
+	    (rc = hca_mutex_init(&l->peers_lock)))
+		return rc;
 	rc = hca_fault_open_env(&l->fault, msg, sizeof(msg));
 	if (rc) {
 		fprintf(stderr, "softib: %s\n", msg);

@@ -47,15 +47,19 @@ int hca_bounce_attach(struct hca_dev *dev)
 {
 	struct hca_seg *seg = dev->seg;
 	uint64_t off;
+	int rc = ENOMEM;
 
 	hca_seg_lock(seg);
 	off = hca_heap_alloc(seg, sizeof(struct hca_bounce));
 	if (off) {
-		hca_robust_mutex_init(&((struct hca_bounce *)hca_seg_ptr(seg, off))->lock);
-		seg->procs[dev->slot].bounce_off = off;
+		rc = hca_robust_mutex_init(&((struct hca_bounce *)hca_seg_ptr(seg, off))->lock);
+		if (rc)
+			hca_heap_free(seg, off, sizeof(struct hca_bounce));
+		else
+			seg->procs[dev->slot].bounce_off = off;
 	}
 	hca_seg_unlock(seg);
-	return off ? 0 : ENOMEM;
+	return rc;
 }
 
 /* Every range's key still names its registration (a copy section held). */

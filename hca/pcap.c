@@ -116,7 +116,9 @@ int hca_pcap_open(const char *path, struct hca_pcap **out)
 	err = ensure_header(pc->fd);
 	if (err)
 		goto err_close;
-	pthread_mutex_init(&pc->lock, NULL);
+	err = pthread_mutex_init(&pc->lock, NULL);
+	if (err)
+		goto err_close;
 	free(name);
 	*out = pc;
 	return 0;

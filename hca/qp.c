@@ -309,8 +309,11 @@ struct hca_qp *hca_qp_create(struct hca_pd *pd, struct hca_qp_init *init, void *
 	qp->srq = init->srq;
 	qp->sq_sig_all = init->sq_sig_all;
 	qp->user = user;
-	pthread_mutex_init(&qp->sq_lock, NULL);
-	pthread_mutex_init(&qp->resp_lock, NULL);
+	rc = hca_mutex_init(&qp->sq_lock);
+	if (!rc)
+		rc = hca_mutex_init(&qp->resp_lock);
+	if (rc)
+		goto err; /* destroying a zeroed mutex is harmless */
 	qp_grant_caps(qp, &init->cap);
 	rc = qp_alloc_sq(qp);
 	if (rc)

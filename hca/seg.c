@@ -32,10 +32,14 @@ int hca_robust_mutex_init(pthread_mutex_t *m)
 	pthread_mutexattr_t a;
 	int rc;
 
-	pthread_mutexattr_init(&a);
-	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-	rc = pthread_mutex_init(m, &a);
+	/* a lock that is not process-shared and robust would wedge the
+	 * host at the first death of a holder: each step is checked */
+	rc = pthread_mutexattr_init(&a);
+	if (rc)
+		return rc;
+	if (!(rc = pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED)) &&
+	    !(rc = pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST)))
+		rc = pthread_mutex_init(m, &a);
 	pthread_mutexattr_destroy(&a);
 	return rc;
 }
@@ -84,24 +88,29 @@ void hca_seg_name(char *buf, size_t len)
 			 HCA_SEG_VERSION, sizeof(struct hca_seg));
 }
 
-static void seg_init(struct hca_seg *seg, size_t len)
+static int seg_init(struct hca_seg *seg, size_t len)
 {
 	uint64_t hdr = (sizeof(*seg) + 4095) & ~4095ULL;
+	int rc;
 
 	if (getrandom(&seg->nonce, sizeof(seg->nonce), 0) != sizeof(seg->nonce))
 		seg->nonce = (uint32_t)hca_now_ns() ^ (uint32_t)getpid();
 	seg->magic = HCA_SEG_MAGIC;
 	seg->version = HCA_SEG_VERSION;
 	seg->layout_size = sizeof(*seg);
-	hca_robust_mutex_init(&seg->lock);
-	for (int i = 0; i < HCA_ATOMIC_LOCKS; i++)
-		hca_robust_mutex_init(&seg->atomic_locks[i]);
+	/* not ready (never published) without its robust locks */
+	rc = hca_robust_mutex_init(&seg->lock);
+	for (int i = 0; i < HCA_ATOMIC_LOCKS && !rc; i++)
+		rc = hca_robust_mutex_init(&seg->atomic_locks[i]);
+	if (rc)
+		return rc;
 	seg->next_pd = 1;
 	seg->next_handle = 1;
 	seg->heap_off = hdr;
 	seg->heap_size = len - hdr;
 	seg->heap_bump = 0;
 	atomic_store_explicit(&seg->ready, 1, memory_order_release);
+	return 0;
 }
 
 static int seg_valid(const struct hca_seg *seg)
@@ -153,7 +162,7 @@ static size_t seg_new_len(void)
 static int seg_try_map(const char *name, size_t *lenp, struct hca_seg **out)
 {
 	size_t len = seg_new_len();
-	int fd, created = 0;
+	int fd, created = 0, rc;
 	struct hca_seg *seg;
 	struct stat st;
 
@@ -189,9 +198,11 @@ static int seg_try_map(const char *name, size_t *lenp, struct hca_seg **out)
 	close(fd);
 	if (seg == MAP_FAILED)
 		return errno;
-	if (created)
-		seg_init(seg, len);
-	else if (seg_wait_ready(seg) || !seg_valid(seg)) {
+	if (created && (rc = seg_init(seg, len))) {
+		munmap(seg, len);
+		shm_unlink(name);
+		return rc;
+	} else if (!created && (seg_wait_ready(seg) || !seg_valid(seg))) {
 		munmap(seg, len);
 		return ESTALE;
 	}

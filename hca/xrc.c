@@ -209,8 +209,19 @@ struct hca_qp *hca_qp_open(struct hca_xrcd *x, uint32_t qpn, void *user)
 	struct hca_qp_ent *e;
 	struct hca_qp *qp = calloc(1, sizeof(*qp));
 
+	int rc;
+
 	if (!qp)
 		return NULL;
+	rc = hca_mutex_init(&qp->sq_lock);
+	if (!rc)
+		rc = hca_mutex_init(&qp->resp_lock);
+	if (rc) {
+		pthread_mutex_destroy(&qp->sq_lock);
+		free(qp);
+		errno = rc;
+		return NULL;
+	}
 	hca_seg_lock(seg);
 	e = hca_qp_lookup(seg, qpn);
 	if (!e || e->type != IBV_QPT_XRC_RECV || e->xrcd != x->idx) {
@@ -230,8 +241,6 @@ struct hca_qp *hca_qp_open(struct hca_xrcd *x, uint32_t qpn, void *user)
 	qp->ent = e;
 	qp->attr = &e->attr;
 	qp->user = user;
-	pthread_mutex_init(&qp->sq_lock, NULL);
-	pthread_mutex_init(&qp->resp_lock, NULL);
 	pthread_mutex_lock(&dev->lock);
 	dev->xrc_local[qp->idx]++;
 	dev->qp_tab[qp->idx] = qp;
