@@ -222,8 +222,8 @@ static void test_reserve_publish(void)
 	uint64_t *s0, *s1;
 
 	CU_ASSERT_FATAL(r != NULL);
-	s0 = hca_ring_reserve(r, &p0);
-	s1 = hca_ring_reserve(r, &p1);
+	s0 = hca_ring_reserve(r, HCA_RING_ANON, &p0);
+	s1 = hca_ring_reserve(r, HCA_RING_ANON, &p1);
 	CU_ASSERT_FATAL(s0 != NULL && s1 != NULL);
 	CU_ASSERT_EQUAL(p0, 0);
 	CU_ASSERT_EQUAL(p1, 1);
