@@ -44,6 +44,7 @@ int hca_bounce_attach(struct hca_dev *dev)
 	off = hca_heap_alloc(seg, sizeof(struct hca_bounce));
 	if (off) {
 		hca_robust_mutex_init(&((struct hca_bounce *)hca_seg_ptr(seg, off))->lock);
+		seg->bounce_bytes = sizeof(struct hca_bounce); /* heap_check.c */
 		seg->procs[dev->slot].bounce_off = off;
 	}
 	hca_seg_unlock(seg);

@@ -275,6 +275,9 @@ struct hca_seg {
 	pthread_mutex_t atomic_locks[HCA_ATOMIC_LOCKS];
 	struct hca_claim claims[HCA_MAX_PROCS][HCA_CLAIM_CELLS];
 	_Atomic uint64_t claims_lost;  /* WQEs a reclaimer could not re-post */
+	_Atomic uint64_t heap_repairs; /* heap rebuilds after a holder's death */
+	uint64_t bounce_bytes;         /* size of a bounce mailbox (mem_bounce.c),
+					* set with the first one */
 };
 
 /* The shm name of the segment of this user, host and layout. */
@@ -293,6 +296,24 @@ int hca_robust_mutex_init(pthread_mutex_t *m);
 /* Heap (call with seg->lock held). Returns 0 on failure. */
 uint64_t hca_heap_alloc(struct hca_seg *seg, uint64_t size);
 void hca_heap_free(struct hca_seg *seg, uint64_t off, uint64_t size);
+
+/*
+ * The heap checked (heap_check.c; seg->lock held): 0 if every block in
+ * use, quarantined or free is in place, none overlaps another and they
+ * cover the bumped part exactly; else EFAULT and what was found first.
+ */
+enum hca_heap_kind { HCA_HEAP_LIVE, HCA_HEAP_QUAR, HCA_HEAP_FREE, HCA_HEAP_KINDS };
+struct hca_heap_report {
+	uint64_t size, bump;                 /* heap size, bytes bumped so far */
+	uint64_t blocks[HCA_HEAP_KINDS], bytes[HCA_HEAP_KINDS];
+	uint64_t overlaps;                   /* blocks two owners would share */
+	uint64_t lost;                       /* bumped bytes in no block */
+	uint64_t problems;
+	char first[160];                     /* the first problem found */
+};
+int hca_heap_check(struct hca_seg *seg, struct hca_heap_report *rep);
+/* Free lists made again from the directory and the quarantine. */
+int hca_heap_rebuild(struct hca_seg *seg);
 
 static inline void *hca_seg_ptr(struct hca_seg *seg, uint64_t off)
 {
