@@ -53,11 +53,19 @@ static void parse_env(void)
 	atomic_store(&hca_die_armed, 0);
 }
 
+static pthread_once_t die_once = PTHREAD_ONCE_INIT;
+
+void hca_die_arm(enum hca_die_site site, long n)
+{
+	pthread_once(&die_once, parse_env);
+	die_site = (int)site;
+	atomic_store(&die_left, n > 0 ? n : 1);
+	atomic_store(&hca_die_armed, site != HCA_DIE_NONE);
+}
+
 void hca_die_check(enum hca_die_site site)
 {
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
-
-	pthread_once(&once, parse_env);
+	pthread_once(&die_once, parse_env);
 	if (!atomic_load(&hca_die_armed) || (int)site != die_site)
 		return;
 	if (atomic_fetch_sub(&die_left, 1) == 1)

@@ -34,6 +34,9 @@ enum hca_die_site {
 extern _Atomic int hca_die_armed;
 
 void hca_die_check(enum hca_die_site site);
+/* The same from a test program (a child after fork, say): die at the
+ * n-th pass of site from now on; HCA_DIE_NONE disarms. */
+void hca_die_arm(enum hca_die_site site, long n);
 
 static inline void hca_die_at(enum hca_die_site site)
 {
