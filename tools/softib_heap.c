@@ -63,18 +63,41 @@ static void mib(const char *what, uint64_t blocks, uint64_t bytes)
 	       (double)bytes / 1048576.0);
 }
 
+/* Process slots whose process is gone but whose objects are not yet
+ * reclaimed (a survivor's progress thread does it on the death). */
+static int unreclaimed(const struct hca_seg *seg, int *live)
+{
+	int n = 0;
+
+	*live = 0;
+	for (int i = 0; i < HCA_MAX_PROCS; i++) {
+		const struct hca_proc *p = &seg->procs[i];
+		uint32_t st = atomic_load(&p->state);
+
+		if (st == HCA_PROC_FREE)
+			continue;
+		if (st == HCA_PROC_DEAD || hca_proc_starttime(p->pid) != p->starttime)
+			n++;
+		else
+			(*live)++;
+	}
+	return n;
+}
+
 int softib_heap_check(void)
 {
 	struct hca_heap_report rep;
 	struct hca_seg *seg;
 	size_t len;
-	int rc;
+	int rc, live, dead;
 
 	if (map_rw(&seg, &len))
 		return 2;
 	hca_seg_lock(seg);
 	rc = hca_heap_check(seg, &rep);
+	dead = unreclaimed(seg, &live);
 	hca_seg_unlock(seg);
+	printf("processes: %d live, processes being reclaimed: %d\n", live, dead);
 	printf("heap: %.1f MiB of %.1f MiB bumped\n", (double)rep.bump / 1048576.0,
 	       (double)rep.size / 1048576.0);
 	mib("in use", rep.blocks[HCA_HEAP_LIVE], rep.bytes[HCA_HEAP_LIVE]);
