@@ -5,7 +5,8 @@
 # each dead one's place; the survivors' stream to each other must never
 # stall, every message they receive is checked (sequence and payload),
 # and `softib heap-check` must find the segment heap consistent after each
-# reclaim.
+# reclaim. One victim in three arms a test point (SOFTIB_TEST_DIE_AT) and
+# kills itself inside a ring claim or the heap's critical section.
 cd "$(dirname "$0")/../.." || exit 1
 . test/integration/lib.sh
 

@@ -20,7 +20,11 @@
  * parent, which opens no device) kills each victim at a random moment —
  * while it sets up, connects or streams — starts another in its place,
  * waits until the survivors have reclaimed the dead one and runs `softib
- * heap-check` on the segment. A survivor whose stream from the other
+ * heap-check` on the segment. One victim in three also runs with a test
+ * point armed (SOFTIB_TEST_DIE_AT, hca/die_at.h): it kills itself at the
+ * n-th pass of a random place between claim and publish in the
+ * survivors' rings, or inside the heap's critical section, where a random
+ * SIGKILL seldom lands. A survivor whose stream from the other
  * stalls for STALL_S seconds, a message out of sequence or with a wrong
  * byte, or an inconsistent heap fails the run.
  *
@@ -517,13 +521,30 @@ static uint32_t next_inc = 1;
 static pid_t vpid[NV];
 static double vkill_at[NV];
 
+static const char *const die_sites[] = {
+	"cq_claimed", "cq_written", "rq_claimed", "rq_held", "inl_filling",
+	"inl_ready", "heap_pop", "heap_gap", "heap_drain", "heap_quar",
+};
+static char die_env[64];
+
 static void victim_entry(int v)
 {
+	if (die_env[0])
+		setenv("SOFTIB_TEST_DIE_AT", die_env, 1);
 	victim(v, atomic_load(&B->v[v].inc));
 }
 
 static void victim_start(int v, unsigned *rnd)
 {
+	unsigned r = (unsigned)rand_r(rnd);
+
+	die_env[0] = 0;
+	if (r % 3 == 0) {
+		int site = (int)((r / 3) % 10);
+
+		snprintf(die_env, sizeof(die_env), "%s:%u", die_sites[site],
+			 1 + (r / 30) % (site < 6 ? 200 : 3));
+	}
 	atomic_store(&B->v[v].inc, next_inc++);
 	vpid[v] = spawn(victim_entry, v);
 	/* a random moment: 0..250 ms, so that deaths fall in setup, in the
