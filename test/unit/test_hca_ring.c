@@ -299,7 +299,8 @@ static void test_stale_head_moved(void)
 }
 
 /* A consumer killed before it handed its slot back: producers see the
- * ring full at that slot until the reclaimer hands it back. */
+ * ring full when they come round to that slot, until the reclaimer hands
+ * it back. */
 static void test_dead_consumer_released(void)
 {
 	size_t len;
@@ -319,11 +320,12 @@ static void test_dead_consumer_released(void)
 		CU_ASSERT_EQUAL(hca_ring_pop(r, &v, sizeof(v)), 0);
 		CU_ASSERT_EQUAL(v, want);
 	}
-	for (v = 4; v < 7; v++)
-		CU_ASSERT_EQUAL(hca_ring_push(r, &v, sizeof(v)), 0);
-	CU_ASSERT_EQUAL(hca_ring_push(r, &v, sizeof(v)), -1); /* slot 0 held */
+	/* position 4 is slot 0's next lap: held, though 1..3 are free */
+	v = 4;
+	CU_ASSERT_EQUAL(hca_ring_push(r, &v, sizeof(v)), -1);
 	hca_ring_release(r, 0);
-	CU_ASSERT_EQUAL(hca_ring_push(r, &v, sizeof(v)), 0);
+	for (v = 4; v < 8; v++)
+		CU_ASSERT_EQUAL(hca_ring_push(r, &v, sizeof(v)), 0);
 	for (uint64_t want = 4; want < 8; want++) {
 		CU_ASSERT_EQUAL(hca_ring_pop(r, &v, sizeof(v)), 0);
 		CU_ASSERT_EQUAL(v, want);
