@@ -381,8 +381,21 @@ static int survivor(int fd, pid_t kid)
 		printf("%s: the child did not die at its test point (status %#x)\n", site, st);
 		return 1;
 	}
-	/* the child's reclaim is our progress thread's, on its pidfd */
-	usleep(300000);
+	/* the child's reclaim is our progress thread's, on its pidfd: wait
+	 * until `softib heap-check` (run from the top of the tree) sees no
+	 * dead process left, so that what the reclaim repairs is in place */
+	for (double t0 = now_s(); now_s() - t0 < 10; usleep(20000)) {
+		char line[256];
+		bool done = false;
+		FILE *f = popen("build/bin/softib heap-check 2>&1", "r");
+
+		while (f && fgets(line, sizeof(line), f))
+			done |= strstr(line, "processes being reclaimed: 0") != NULL;
+		if (f)
+			pclose(f);
+		if (done)
+			break;
+	}
 
 	/* 1. the CQ and the SRQ flow, past a wrap of each */
 	for (int i = 0; i < 3 * (SRQ_WR + CQ_CQE + 1); i++, seq++) {
