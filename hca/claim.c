@@ -37,6 +37,8 @@
  *            again at the end of its queue: the message that was taking
  *            it never arrived, as if lost on a wire, and the receiver
  *            keeps its buffer (its order among the queued WQEs changes).
+ *            An RQ whose QP is in error by now was flushed: the WQE
+ *            completes with IBV_WC_WR_FLUSH_ERR instead.
  * The re-post runs as the dead cell itself (same who, same state
  * machine), so a reclaimer that dies half-way leaves a cell the next one
  * completes the same way. Recovery runs under seg->lock, from the
@@ -289,6 +291,41 @@ static void recover_inl(struct hca_seg *seg, struct hca_claim *c)
 							memory_order_relaxed);
 }
 
+/*
+ * A held WQE of an RQ whose QP is in error by now: its owner flushed the
+ * queue already (or is flushing it), so the WQE completes with
+ * IBV_WC_WR_FLUSH_ERR into the QP's receive CQ, as the flush would have
+ * done, rather than wait in a queue nobody flushes again. Returns false
+ * if the WQE is not such a one.
+ */
+static bool flush_held(struct hca_seg *seg, struct hca_claim *c)
+{
+	struct hca_qp_ent *e = hca_qp_ent_at(seg, c->from.idx);
+	struct hca_cqe cqe = { .status = IBV_WC_WR_FLUSH_ERR, .opcode = IBV_WC_RECV,
+			       .qp_num = c->from.idx };
+	struct hca_claim_ring ref = { .kind = HCA_CLAIM_CQ };
+	struct hca_ring *r;
+
+	if (c->from.kind != HCA_CLAIM_RQ || !e ||
+	    atomic_load(&e->state) != IBV_QPS_ERR)
+		return false;
+	ref.idx = e->rcq;
+	if (ref.idx < HCA_MAX_CQ) {
+		ref.handle = atomic_load(&seg->cqs[ref.idx].handle);
+		ref.off = seg->cqs[ref.idx].ring_off;
+	}
+	ref.body = sizeof(cqe);
+	r = ring_of(seg, &ref);
+	if (!r) {
+		cell_state(c, CL_NONE);
+		return true;
+	}
+	memcpy(&cqe.wr_id, c->wqe, sizeof(cqe.wr_id)); /* struct hca_rwqe's first field */
+	if (hca_claim_push(seg, c, r, &ref, &cqe, sizeof(cqe), true))
+		atomic_fetch_add(&seg->claims_lost, 1); /* the CQ overran */
+	return true;
+}
+
 /* The held WQE goes back to its queue, as the dead cell would have. */
 static void recover_held(struct hca_seg *seg, struct hca_claim *c, uint32_t who,
 			 uint32_t st)
@@ -306,6 +343,8 @@ static void recover_held(struct hca_seg *seg, struct hca_claim *c, uint32_t who,
 		return;
 	}
 	cell_state(c, CL_HELD);
+	if (flush_held(seg, c))
+		return;
 	if (hca_claim_push(seg, c, r, &c->from, c->wqe, c->from.body, true))
 		/* full: its owner posted past what it is owed meanwhile */
 		atomic_fetch_add(&seg->claims_lost, 1);
