@@ -82,13 +82,30 @@ uint32_t hca_claim_who(struct hca_seg *seg, const struct hca_claim *c)
 }
 
 /*
- * A free cell of our slot. Cells are few (HCA_CLAIM_CELLS) and held for
- * one operation: a caller that finds none waits for one.
+ * The cell this thread works in, and how many of its calls use it: a
+ * completion pushed while the thread holds a WQE (its own send completion,
+ * between taking the target's WQE and pushing the target's completion)
+ * goes through the cell it already holds — its state keeps the HELD bits
+ * — so that a thread never waits for a second cell while holding one (32
+ * threads each holding one would wait forever).
+ */
+static __thread struct hca_claim *tls_cell;
+static __thread struct hca_dev *tls_dev;
+static __thread uint32_t tls_depth;
+
+/*
+ * A cell of our slot. Cells are few (HCA_CLAIM_CELLS) and held for one
+ * operation: a thread that finds none waits for one.
  */
 struct hca_claim *hca_claim_get(struct hca_dev *dev)
 {
-	uint32_t bits = atomic_load_explicit(&dev->claim_bits, memory_order_relaxed);
+	uint32_t bits;
 
+	if (tls_cell && tls_dev == dev) {
+		tls_depth++;
+		return tls_cell;
+	}
+	bits = atomic_load_explicit(&dev->claim_bits, memory_order_relaxed);
 	for (;;) {
 		if (bits == ~0u) {
 			sched_yield();
@@ -100,15 +117,23 @@ struct hca_claim *hca_claim_get(struct hca_dev *dev)
 		if (atomic_compare_exchange_weak_explicit(&dev->claim_bits, &bits,
 							  bits | 1u << i,
 							  memory_order_acquire,
-							  memory_order_relaxed))
-			return &dev->seg->claims[dev->slot][i];
+							  memory_order_relaxed)) {
+			tls_cell = &dev->seg->claims[dev->slot][i];
+			tls_dev = dev;
+			tls_depth = 1;
+			return tls_cell;
+		}
 	}
 }
 
+/* The operation is done with c: the cell goes back with its last use. */
 void hca_claim_put(struct hca_dev *dev, struct hca_claim *c)
 {
 	uint32_t i = (uint32_t)(c - dev->seg->claims[dev->slot]);
 
+	if (c == tls_cell && --tls_depth)
+		return; /* an outer operation of this thread still holds it */
+	tls_cell = NULL;
 	cell_state(c, CL_NONE);
 	atomic_fetch_and_explicit(&dev->claim_bits, ~(1u << i), memory_order_release);
 }
