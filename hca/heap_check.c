@@ -184,7 +184,8 @@ static void check_sorted(struct hca_seg *seg, struct blks *b, struct hca_heap_re
 	uint64_t end = 0, covered = 0;
 	const struct blk *prev = NULL;
 
-	qsort(b->v, b->n, sizeof(*b->v), blk_cmp);
+	if (b->n) /* qsort wants a non-null array, even empty */
+		qsort(b->v, b->n, sizeof(*b->v), blk_cmp);
 	for (size_t i = 0; i < b->n; i++) {
 		const struct blk *k = &b->v[i];
 		uint64_t size = 1ULL << k->order;
@@ -303,7 +304,8 @@ static void rebuild_quarantine(struct hca_seg *seg, struct blks *b)
 	 * powers of two, so two that overlap nest: a quarantine entry that
 	 * overlaps the block before it goes, and so does one that a block in
 	 * use (which nobody may take away) falls inside */
-	qsort(b->v, b->n, sizeof(*b->v), blk_cmp);
+	if (b->n) /* qsort wants a non-null array, even empty */
+		qsort(b->v, b->n, sizeof(*b->v), blk_cmp);
 	for (size_t i = 0; i < b->n; i++) {
 		struct blk *k = &b->v[i];
 		uint64_t kend = k->rel + (1ULL << k->order);
