@@ -69,8 +69,6 @@ enum { CL_NONE = 0, CL_POP = 1, CL_PUSH = 2, CL_PUSHED = 3 };
 #define CL_INL      8u
 #define CL_RELEASES 16u
 
-#define INL_COPY_WAIT_NS (200ULL * 1000000ULL)
-
 static void cell_state(struct hca_claim *c, uint32_t st)
 {
 	atomic_store_explicit(&c->state, st, memory_order_release);
@@ -293,7 +291,7 @@ static void recover_inl(struct hca_seg *seg, struct hca_claim *c)
 	struct hca_cq_ent *e = c->inl_cq < HCA_MAX_CQ ? &seg->cqs[c->inl_cq] : NULL;
 	struct hca_inl_pool *p;
 	struct hca_inl_slot *s;
-	uint64_t w, t0;
+	uint64_t w;
 
 	if (!e || !c->inl_handle || atomic_load(&e->handle) != c->inl_handle ||
 	    !e->inl_off || e->inl_off != c->inl_pool)
@@ -302,18 +300,17 @@ static void recover_inl(struct hca_seg *seg, struct hca_claim *c)
 	if (c->inl_k >= p->nslots)
 		return;
 	s = hca_inl_slot(p, c->inl_k);
-	/* its owner's progress thread may be copying it out: a short wait */
-	for (t0 = hca_now_ns();;) {
+	/* the owner's sweep copies READY slots out under seg->lock, which we
+	 * hold, and its poller never sees a slot whose completion was not
+	 * published: COPYING here is a sweeper killed in its copy, and that
+	 * slot stays (a slot lost from the pool, no more) */
+	do {
 		w = atomic_load_explicit(&s->state, memory_order_acquire);
-		if ((w & ~0xffULL) != c->inl_tag || !hca_inl_copying(w) ||
-		    hca_now_ns() - t0 > INL_COPY_WAIT_NS)
-			break;
-		sched_yield();
-	}
-	if ((w & ~0xffULL) == c->inl_tag && !hca_inl_copying(w))
-		atomic_compare_exchange_strong_explicit(&s->state, &w, 0,
-							memory_order_release,
-							memory_order_relaxed);
+		if ((w & ~0xffULL) != c->inl_tag || hca_inl_copying(w))
+			return; /* not ours (never claimed, or freed already) */
+	} while (!atomic_compare_exchange_strong_explicit(&s->state, &w, 0,
+							   memory_order_release,
+							   memory_order_relaxed));
 }
 
 /*
