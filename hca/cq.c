@@ -240,29 +240,39 @@ int hca_cq_arm(struct hca_cq *cq, int solicited_only)
 }
 
 /*
- * Push a completion into CQ cq_idx, from any process. On overrun the CQ
- * is marked in error and its owner told (IBV_EVENT_CQ_ERR); the entry is
+ * Push a completion into CQ cq_idx, from any process, in claim cell cl
+ * (claim.c: a death half-way leaves the CQ flowing). With releases, the
+ * completion is that of the receive WQE cl holds. On overrun the CQ is
+ * marked in error and its owner told (IBV_EVENT_CQ_ERR); the entry is
  * not written over an unread one. Returns 0 or ENOSPC.
  */
-int hca_cq_push(struct hca_dev *dev, uint32_t cq_idx, const struct hca_cqe *c,
-		bool solicited)
+int hca_cq_push_claim(struct hca_dev *dev, struct hca_claim *cl, uint32_t cq_idx,
+		      const struct hca_cqe *c, bool solicited, bool releases)
 {
 	struct hca_cq_ent *e = hca_cq_ent(dev, cq_idx);
+	struct hca_claim_ring ref = { .kind = HCA_CLAIM_CQ, .idx = cq_idx };
 	uint32_t handle, armed;
 
 	struct hca_cqe stamped;
 	struct hca_ring *r;
 
-	if (!e || !(handle = atomic_load_explicit(&e->handle, memory_order_acquire)))
+	if (!e || !(handle = atomic_load_explicit(&e->handle, memory_order_acquire))) {
+		if (releases)
+			hca_claim_drop(cl);
 		return ENOENT;
-	r = hca_seg_ptr(dev->seg, e->ring_off);
+	}
+	ref.handle = handle;
+	ref.off = e->ring_off;
+	r = hca_seg_ptr(dev->seg, ref.off);
 	if (e->stamp) { /* only then: a clock read per completion is not free */
 		stamped = *c;
 		stamped.ts = hca_now_ns();
 		c = &stamped;
 	}
 	if (atomic_load_explicit(&e->overrun, memory_order_relaxed) ||
-	    hca_ring_push(r, c, sizeof(*c))) {
+	    hca_claim_push(dev->seg, cl, r, &ref, c, sizeof(*c), releases)) {
+		if (releases)
+			hca_claim_drop(cl);
 		if (c->inl)
 			hca_inl_drop(dev, cq_idx, c->inl);
 		if (!atomic_exchange(&e->overrun, 1))
@@ -283,6 +293,16 @@ int hca_cq_push(struct hca_dev *dev, uint32_t cq_idx, const struct hca_cqe *c,
 			hca_chan_signal(dev, e->owner, e->owner_gen, e->chan, cq_idx, handle);
 	}
 	return 0;
+}
+
+int hca_cq_push(struct hca_dev *dev, uint32_t cq_idx, const struct hca_cqe *c,
+		bool solicited)
+{
+	struct hca_claim *cl = hca_claim_get(dev);
+	int rc = hca_cq_push_claim(dev, cl, cq_idx, c, solicited, false);
+
+	hca_claim_put(dev, cl);
+	return rc;
 }
 
 /* A reader of the channel takes this CQ's owed event: true if it was. */

@@ -15,7 +15,11 @@
  * poll still gets its data. One-sided operations never come here: they
  * complete while the target sleeps, through mem.c.
  *
- * A slot's state word is the only synchronisation:
+ * A slot's state word is the only synchronisation. Its low byte is the
+ * state below; while a requester's claim holds the slot, the upper bits
+ * carry that claim's tag (claim.c), kept through every transition until
+ * the slot is FREE again, so that whoever reclaims a requester killed
+ * before its completion was pushed finds and frees the slots it held:
  *
  *   FREE --(requester: CAS, acquire)--> FILLING
  *        --(requester: store, release)--> READY    then the CQE is pushed
@@ -52,7 +56,15 @@ enum { INL_FREE = 0, INL_FILLING, INL_READY, INL_COPYING, INL_DONE, INL_REFUSED 
 
 #define INL_POOL_HDR 128
 
+#define INL_KIND(w) ((uint32_t)((w) & 0xff))
+#define INL_TAG(w)  ((w) & ~0xffULL)
+
 static _Atomic int inl_max_env = -1;
+
+bool hca_inl_copying(uint64_t state)
+{
+	return INL_KIND(state) == INL_COPYING;
+}
 
 /* The threshold: SOFTIB_INLINE_MAX if set (0 disables), else measured. */
 uint32_t hca_inl_max(void)
@@ -115,26 +127,35 @@ static struct hca_inl_pool *pool_of(struct hca_dev *dev, uint32_t cq_idx)
  * memory (dst, with the lkey of each range) into a free slot. Returns
  * the slot number + 1 for the CQE, or 0 (no pool, too long, none free).
  */
-uint16_t hca_inl_put(struct hca_dev *dev, uint32_t cq_idx,
+uint16_t hca_inl_put(struct hca_dev *dev, struct hca_claim *cl, uint32_t cq_idx,
 		     const struct iovec *src, int nsrc,
 		     const struct iovec *dst, const uint32_t *lkeys, int ndst,
 		     uint32_t len)
 {
+	struct hca_cq_ent *e = hca_cq_ent(dev, cq_idx);
 	struct hca_inl_pool *p = pool_of(dev, cq_idx);
 	struct hca_inl_slot *s = NULL;
 	struct iovec to;
+	uint64_t tag;
 	uint32_t i, h;
 
 	if (!p || len > p->max_len || ndst > HCA_MAX_SGE)
 		return 0;
+	/* the claim record names the pool and each slot before it is tried */
+	tag = hca_claim_inl_begin(dev->seg, cl, cq_idx, atomic_load(&e->handle),
+				  e->inl_off);
 	h = atomic_load_explicit(&p->hint, memory_order_relaxed);
 	for (i = 0; i < p->nslots; i++) {
-		uint32_t k = (h + i) % p->nslots, want = INL_FREE;
+		uint32_t k = (h + i) % p->nslots;
+		uint64_t want = INL_FREE;
 
 		s = hca_inl_slot(p, k);
-		if (atomic_load_explicit(&s->state, memory_order_relaxed) == INL_FREE &&
-		    atomic_compare_exchange_strong_explicit(&s->state, &want, INL_FILLING,
-							    memory_order_acquire,
+		if (atomic_load_explicit(&s->state, memory_order_relaxed) != INL_FREE)
+			continue;
+		hca_claim_inl_try(cl, k);
+		if (atomic_compare_exchange_strong_explicit(&s->state, &want,
+							    tag | INL_FILLING,
+							    memory_order_acq_rel,
 							    memory_order_relaxed)) {
 			atomic_store_explicit(&p->hint, (k + 1) % p->nslots,
 					      memory_order_relaxed);
@@ -143,6 +164,7 @@ uint16_t hca_inl_put(struct hca_dev *dev, uint32_t cq_idx,
 	}
 	if (i == p->nslots)
 		return 0;
+	hca_die_at(HCA_DIE_INL_FILLING);
 	s->niov = (uint32_t)ndst;
 	s->len = len;
 	for (int j = 0; j < ndst; j++) {
@@ -153,7 +175,8 @@ uint16_t hca_inl_put(struct hca_dev *dev, uint32_t cq_idx,
 	to.iov_base = s + 1;
 	to.iov_len = len;
 	hca_iov_copy(&to, 1, src, nsrc);
-	atomic_store_explicit(&s->state, INL_READY, memory_order_release);
+	atomic_store_explicit(&s->state, tag | INL_READY, memory_order_release);
+	hca_die_at(HCA_DIE_INL_READY);
 	return (uint16_t)((h + i) % p->nslots + 1);
 }
 
@@ -215,24 +238,28 @@ void hca_inl_take(struct hca_dev *dev, struct hca_cq *cq, struct hca_cqe *c)
 {
 	struct hca_inl_pool *p = hca_seg_ptr(dev->seg, cq->ent->inl_off);
 	struct hca_inl_slot *s;
-	uint32_t st = INL_READY;
+	uint64_t st;
 
 	if (!p || c->inl > p->nslots) {
 		c->status = IBV_WC_LOC_PROT_ERR; /* a slot that cannot be ours */
 		return;
 	}
 	s = hca_inl_slot(p, c->inl - 1u);
-	if (atomic_compare_exchange_strong_explicit(&s->state, &st, INL_COPYING,
+	st = atomic_load_explicit(&s->state, memory_order_acquire);
+	if (INL_KIND(st) == INL_READY &&
+	    atomic_compare_exchange_strong_explicit(&s->state, &st,
+						    INL_TAG(st) | INL_COPYING,
 						    memory_order_acquire,
 						    memory_order_acquire)) {
 		if (!slot_copy(dev, p, s))
 			c->status = IBV_WC_LOC_PROT_ERR;
-	} else if (st == INL_COPYING || st == INL_DONE || st == INL_REFUSED) {
+	} else if (INL_KIND(st) == INL_COPYING || INL_KIND(st) == INL_DONE ||
+		   INL_KIND(st) == INL_REFUSED) {
 		/* the progress thread copies it: its copy is short */
-		while ((st = atomic_load_explicit(&s->state, memory_order_acquire)) ==
+		while (INL_KIND(st = atomic_load_explicit(&s->state, memory_order_acquire)) ==
 		       INL_COPYING)
 			sched_yield();
-		if (st == INL_REFUSED)
+		if (INL_KIND(st) == INL_REFUSED)
 			c->status = IBV_WC_LOC_PROT_ERR;
 	} else {
 		c->status = IBV_WC_LOC_PROT_ERR; /* FREE or FILLING: not ours */
@@ -249,18 +276,14 @@ void hca_inl_drop(struct hca_dev *dev, uint32_t cq_idx, uint16_t inl)
 {
 	struct hca_inl_pool *p = pool_of(dev, cq_idx);
 	struct hca_inl_slot *s;
-	uint32_t st = INL_READY;
 
 	if (!p || !inl || inl > p->nslots)
 		return;
 	s = hca_inl_slot(p, inl - 1u);
-	if (!atomic_compare_exchange_strong_explicit(&s->state, &st, INL_FREE,
-						     memory_order_acquire,
-						     memory_order_acquire)) {
-		while (atomic_load_explicit(&s->state, memory_order_acquire) == INL_COPYING)
-			sched_yield();
-		atomic_store_explicit(&s->state, INL_FREE, memory_order_release);
-	}
+	while (INL_KIND(atomic_load_explicit(&s->state, memory_order_acquire)) ==
+	       INL_COPYING)
+		sched_yield();
+	atomic_store_explicit(&s->state, INL_FREE, memory_order_release);
 }
 
 /*
@@ -291,17 +314,17 @@ void hca_inl_sweep(struct hca_dev *dev)
 			continue;
 		for (uint32_t k = 0; k < p->nslots; k++) {
 			struct hca_inl_slot *s = hca_inl_slot(p, k);
-			uint32_t st = INL_READY;
+			uint64_t st = atomic_load_explicit(&s->state, memory_order_relaxed);
 
-			if (atomic_load_explicit(&s->state, memory_order_relaxed) != INL_READY ||
+			if (INL_KIND(st) != INL_READY ||
 			    !atomic_compare_exchange_strong_explicit(&s->state, &st,
-								     INL_COPYING,
+								     INL_TAG(st) | INL_COPYING,
 								     memory_order_acquire,
 								     memory_order_relaxed))
 				continue;
 			/* a refused copy is reported by the poller */
-			atomic_store_explicit(&s->state,
-					      slot_copy(dev, p, s) ? INL_DONE : INL_REFUSED,
+			atomic_store_explicit(&s->state, INL_TAG(st) |
+					      (slot_copy(dev, p, s) ? INL_DONE : INL_REFUSED),
 					      memory_order_release);
 		}
 	}

@@ -205,6 +205,7 @@ static void reclaim_slot(struct hca_seg *seg, uint16_t slot, uint32_t gen)
 	 * every step below skips what is already freed */
 	if (p->gen == gen && (st == HCA_PROC_LIVE || st == HCA_PROC_DEAD)) {
 		atomic_store(&p->state, HCA_PROC_DEAD);
+		hca_claims_recover(seg, slot); /* its half-done ring claims */
 		reclaim_qps(seg, slot, gen);
 		reclaim_rest(seg, slot, gen);
 		hca_heap_free(seg, p->bounce_off, hca_bounce_bytes());

@@ -19,6 +19,7 @@
 #include <sys/un.h>
 
 #include "dev_attr.h"
+#include "die_at.h"
 #include "fault.h"
 #include "pcap.h"
 #include "wire.h"
@@ -147,6 +148,7 @@ struct hca_dev {
 	_Atomic uint32_t polls_at_arm; /* ... when a CQ was last armed */
 	bool link_paused;       /* progress thread leaves the socket to pollers */
 	_Atomic int inl_cqs;    /* our CQs with an inline pool (cq_inline.c) */
+	_Atomic uint32_t claim_bits; /* our claim cells in use (claim.c) */
 	_Atomic uint32_t inl_cq_hi; /* above the highest index of one of them */
 	uint64_t inl_swept_ns;  /* the progress thread's last sweep */
 	/* the progress thread's one-shot watch of the link socket: whether
@@ -241,8 +243,8 @@ struct hca_inl_iov {
 	uint32_t len, lkey;
 };
 struct hca_inl_slot {
-	_Atomic uint32_t state;
-	uint32_t niov, len, pad;
+	_Atomic uint64_t state;  /* kind | the claimer's tag (claim.c) */
+	uint32_t niov, len;
 	struct hca_inl_iov iov[HCA_MAX_SGE];
 	uint64_t pad1[6];        /* the payload starts on a cache line */
 };
@@ -442,6 +444,8 @@ struct hca_msg {
 	 * on a wire (resp.c fills it, req.c pushes it) */
 	bool defer_recv_cqe;
 	bool deferred;
+	struct hca_claim *claim; /* the cell holding the receive WQE until
+				  * the deferred completion is pushed */
 	uint32_t deferred_cq;
 	struct hca_cqe deferred_cqe;
 };
@@ -533,14 +537,33 @@ int hca_chan_signal(struct hca_dev *dev, uint16_t owner, uint32_t owner_gen,
 /* cq.c */
 int hca_cq_push(struct hca_dev *dev, uint32_t cq_idx, const struct hca_cqe *c,
 		bool solicited);
+int hca_cq_push_claim(struct hca_dev *dev, struct hca_claim *cl, uint32_t cq_idx,
+		      const struct hca_cqe *c, bool solicited, bool releases);
 struct hca_cq_ent *hca_cq_ent(struct hca_dev *dev, uint32_t cq_idx);
 bool hca_cq_event_take(struct hca_cq *cq);
 
+/* claim.c */
+enum hca_claim_kind { HCA_CLAIM_CQ = 1, HCA_CLAIM_SRQ, HCA_CLAIM_RQ };
+struct hca_claim *hca_claim_get(struct hca_dev *dev);
+void hca_claim_put(struct hca_dev *dev, struct hca_claim *c);
+void hca_claim_drop(struct hca_claim *c);
+uint32_t hca_claim_who(struct hca_seg *seg, const struct hca_claim *c);
+bool hca_claim_take_wqe(struct hca_seg *seg, struct hca_claim *c, struct hca_ring *r,
+			const struct hca_claim_ring *ref);
+int hca_claim_push(struct hca_seg *seg, struct hca_claim *c, struct hca_ring *r,
+		   const struct hca_claim_ring *ref, const void *body, uint32_t len,
+		   bool releases);
+uint64_t hca_claim_inl_begin(struct hca_seg *seg, struct hca_claim *c, uint32_t cq,
+			     uint32_t handle, uint64_t pool_off);
+void hca_claim_inl_try(struct hca_claim *c, uint32_t k);
+void hca_claims_recover(struct hca_seg *seg, uint16_t slot);
+
 /* cq_inline.c */
 uint32_t hca_inl_max(void);
+bool hca_inl_copying(uint64_t state);
 uint64_t hca_inl_pool_bytes(uint32_t cq_cap, uint32_t *nslots, uint32_t *max_len);
 void hca_inl_pool_init(struct hca_inl_pool *p, uint32_t nslots, uint32_t max_len);
-uint16_t hca_inl_put(struct hca_dev *dev, uint32_t cq_idx,
+uint16_t hca_inl_put(struct hca_dev *dev, struct hca_claim *cl, uint32_t cq_idx,
 		     const struct iovec *src, int nsrc,
 		     const struct iovec *dst, const uint32_t *lkeys, int ndst,
 		     uint32_t len);

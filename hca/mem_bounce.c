@@ -55,8 +55,10 @@ int hca_bounce_attach(struct hca_dev *dev)
 		rc = hca_robust_mutex_init(&((struct hca_bounce *)hca_seg_ptr(seg, off))->lock);
 		if (rc)
 			hca_heap_free(seg, off, sizeof(struct hca_bounce));
-		else
+		else {
+			seg->bounce_bytes = sizeof(struct hca_bounce); /* heap_check.c */
 			seg->procs[dev->slot].bounce_off = off;
+		}
 	}
 	hca_seg_unlock(seg);
 	return rc;

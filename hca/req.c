@@ -375,8 +375,13 @@ static const enum ibv_wc_status nak_status[] = {
 /* The responder's receive completion, once ours is out (see hca_msg). */
 static void push_deferred(struct hca_qp *qp, struct hca_msg *m)
 {
-	if (m->deferred)
-		hca_cq_push(qp->dev, m->deferred_cq, &m->deferred_cqe, m->solicited);
+	if (m->deferred) {
+		hca_cq_push_claim(qp->dev, m->claim, m->deferred_cq, &m->deferred_cqe,
+				  m->solicited, true);
+		hca_claim_put(qp->dev, m->claim);
+		m->claim = NULL;
+		m->deferred = false;
+	}
 }
 
 /* Execute the head WQE. Returns false when it must wait (or the QP erred). */

@@ -89,17 +89,25 @@ struct rwqe_buf {
 	struct hca_rsge sge[HCA_MAX_SGE];
 };
 
-static struct hca_ring *recv_ring(struct resp_ctx *r, uint32_t *srq_idx)
+static struct hca_ring *recv_ring(struct resp_ctx *r, uint32_t *srq_idx,
+				   struct hca_claim_ring *ref)
 {
 	struct hca_seg *seg = r->dev->seg;
 
 	*srq_idx = r->srq;
-	if (*srq_idx == HCA_NONE)
-		return hca_seg_ptr(seg, r->e->rq_off);
+	if (*srq_idx == HCA_NONE) {
+		*ref = (struct hca_claim_ring){ .kind = HCA_CLAIM_RQ, .idx = r->qpn,
+						.off = r->e->rq_off };
+		return hca_seg_ptr(seg, ref->off);
+	}
 	struct hca_srq_ent *s = &seg->srqs[*srq_idx];
-	if (!atomic_load_explicit(&s->handle, memory_order_acquire))
+	uint32_t handle = atomic_load_explicit(&s->handle, memory_order_acquire);
+
+	if (!handle)
 		return NULL;
-	return hca_seg_ptr(seg, s->ring_off);
+	*ref = (struct hca_claim_ring){ .kind = HCA_CLAIM_SRQ, .idx = *srq_idx,
+					.handle = handle, .off = s->ring_off };
+	return hca_seg_ptr(seg, ref->off);
 }
 
 /* The SRQ limit event is one-shot: it disarms as it fires. */
@@ -112,18 +120,27 @@ static void srq_limit_check(struct hca_dev *dev, uint32_t idx, struct hca_ring *
 		hca_raise_srq_event(dev, idx, IBV_EVENT_SRQ_LIMIT_REACHED);
 }
 
-static bool take_rwqe(struct resp_ctx *r, struct rwqe_buf *w)
+/*
+ * The next receive WQE, in a claim cell of ours (claim.c) that holds it
+ * until its completion is pushed; NULL if there is none.
+ */
+static struct hca_claim *take_rwqe(struct resp_ctx *r)
 {
+	struct hca_claim_ring ref;
 	uint32_t srq_idx;
-	struct hca_ring *ring = recv_ring(r, &srq_idx);
+	struct hca_ring *ring = recv_ring(r, &srq_idx, &ref);
+	struct hca_claim *c;
 
-	if (!ring || ring->stride - 8 > sizeof(*w))
-		return false;
-	if (hca_ring_pop(ring, w, ring->stride - 8))
-		return false;
+	if (!ring)
+		return NULL;
+	c = hca_claim_get(r->dev);
+	if (!hca_claim_take_wqe(r->dev->seg, c, ring, &ref)) {
+		hca_claim_put(r->dev, c);
+		return NULL;
+	}
 	if (srq_idx != HCA_NONE)
 		srq_limit_check(r->dev, srq_idx, ring);
-	return true;
+	return c;
 }
 
 /*
@@ -176,8 +193,9 @@ static enum ibv_wc_status rwqe_iov(struct resp_ctx *r, const struct rwqe_buf *w,
 	return room < need ? IBV_WC_LOC_LEN_ERR : IBV_WC_SUCCESS;
 }
 
-static void push_recv_cqe(struct resp_ctx *r, uint64_t wr_id, enum ibv_wc_status st,
-			  uint32_t byte_len, uint16_t inl)
+/* The completion of the WQE cl holds; cl is given back once it is out. */
+static void push_recv_cqe(struct resp_ctx *r, struct hca_claim *cl, uint64_t wr_id,
+			  enum ibv_wc_status st, uint32_t byte_len, uint16_t inl)
 {
 	struct hca_cqe c = { .wr_id = wr_id, .status = st, .qp_num = r->qpn,
 			     .src_qp = r->m->src_qpn, .slid = r->m->slid,
@@ -192,11 +210,13 @@ static void push_recv_cqe(struct resp_ctx *r, uint64_t wr_id, enum ibv_wc_status
 		c.wc_flags |= IBV_WC_GRH;
 	if (r->m->defer_recv_cqe) {
 		r->m->deferred = true;
+		r->m->claim = cl;
 		r->m->deferred_cq = r->rcq;
 		r->m->deferred_cqe = c;
 		return;
 	}
-	hca_cq_push(r->dev, r->rcq, &c, r->m->solicited);
+	hca_cq_push_claim(r->dev, cl, r->rcq, &c, r->m->solicited, true);
+	hca_claim_put(r->dev, cl);
 }
 
 /* The responder QP errs: its owner flushes it (and learns why, if told). */
@@ -233,7 +253,8 @@ static void build_grh(struct resp_ctx *r, uint8_t *grh)
  * threshold goes through the CQ's pool (cq_inline.c), not CMA: the
  * owner copies it out as it polls. Returns the slot for the CQE, or 0.
  */
-static uint16_t recv_inline(struct resp_ctx *r, const struct iovec *liov, int nl,
+static uint16_t recv_inline(struct resp_ctx *r, struct hca_claim *cl,
+			    const struct iovec *liov, int nl,
 			    const struct iovec *tiov, const uint32_t *lkeys, int nt,
 			    uint64_t need)
 {
@@ -241,7 +262,7 @@ static uint16_t recv_inline(struct resp_ctx *r, const struct iovec *liov, int nl
 		return 0; /* our own memory: memcpy is as good */
 	if (need > hca_inl_max())
 		return 0;
-	return hca_inl_put(r->dev, r->rcq, liov, nl, tiov, lkeys, nt, (uint32_t)need);
+	return hca_inl_put(r->dev, cl, r->rcq, liov, nl, tiov, lkeys, nt, (uint32_t)need);
 }
 
 /* SEND, SEND_WITH_IMM, and the WQE half of RDMA_WRITE_WITH_IMM. */
@@ -253,14 +274,16 @@ static enum hca_resp_status resp_recv(struct resp_ctx *r, bool carries_data)
 	struct iovec tiov[HCA_MAX_SGE], liov[HCA_MAX_SGE + 1];
 	uint32_t lkeys[HCA_MAX_SGE];
 	uint8_t grh[GRH_LEN];
-	struct rwqe_buf w;
+	const struct rwqe_buf *w;
+	struct hca_claim *cl;
 	enum ibv_wc_status st;
 	uint16_t inl = 0;
 	int nt, nl = 0, rc;
 
-	if (!take_rwqe(r, &w))
+	if (!(cl = take_rwqe(r)))
 		return no_rwqe(r);
-	st = rwqe_iov(r, &w, need, tiov, lkeys, &nt);
+	w = (const struct rwqe_buf *)cl->wqe;
+	st = rwqe_iov(r, w, need, tiov, lkeys, &nt);
 	if (st == IBV_WC_SUCCESS && need) {
 		if (ud) {
 			build_grh(r, grh);
@@ -269,15 +292,18 @@ static enum hca_resp_status resp_recv(struct resp_ctx *r, bool carries_data)
 		}
 		memcpy(liov + nl, m->iov, (size_t)m->iovcnt * sizeof(*liov));
 		nl += m->iovcnt;
-		inl = recv_inline(r, liov, nl, tiov, lkeys, nt, need);
+		inl = recv_inline(r, cl, liov, nl, tiov, lkeys, nt, need);
 		rc = inl ? 0 : hca_mem_write(r->dev, r->owner, r->owner_gen, liov, nl,
 					     tiov, lkeys, nt);
-		if (rc == ESRCH)
+		if (rc == ESRCH) { /* the target died: its queues go with it */
+			hca_claim_drop(cl);
+			hca_claim_put(r->dev, cl);
 			return HCA_RESP_DROP;
+		}
 		if (rc)
 			st = IBV_WC_LOC_PROT_ERR; /* the target range is not mapped */
 	}
-	push_recv_cqe(r, w.h.wr_id, st, (uint32_t)(carries_data ? need : m->len), inl);
+	push_recv_cqe(r, cl, w->h.wr_id, st, (uint32_t)(carries_data ? need : m->len), inl);
 	if (st == IBV_WC_SUCCESS)
 		return HCA_RESP_ACK;
 	if (ud)
@@ -311,7 +337,8 @@ static enum hca_resp_status resp_write(struct resp_ctx *r)
 	/* WRITE_WITH_IMM needs its receive WQE before any byte lands */
 	if ((r->op->flags & HCA_OPF_IMM)) {
 		uint32_t srq_idx;
-		struct hca_ring *ring = recv_ring(r, &srq_idx);
+		struct hca_claim_ring ref;
+		struct hca_ring *ring = recv_ring(r, &srq_idx, &ref);
 
 		if (!ring || !hca_ring_count(ring))
 			return no_rwqe(r);

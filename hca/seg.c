@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "die_at.h"
 #include "seg.h"
 
 #ifndef MADV_POPULATE_WRITE
@@ -45,9 +46,9 @@ int hca_robust_mutex_init(pthread_mutex_t *m)
 }
 
 /*
- * A holder that died leaves EOWNERDEAD: every critical section under these
- * locks either completes a small store sequence or is idempotent, so we
- * mark the mutex consistent and go on rather than wedge the host.
+ * A holder that died leaves EOWNERDEAD. The atomic locks guard one
+ * 8-byte read-modify-write of the target's memory, which the next holder
+ * may simply redo: the mutex is marked consistent and used.
  */
 void hca_robust_lock(pthread_mutex_t *m)
 {
@@ -55,9 +56,22 @@ void hca_robust_lock(pthread_mutex_t *m)
 		pthread_mutex_consistent(m);
 }
 
+/*
+ * The segment lock guards sequences of stores (the heap's free lists and
+ * quarantine, directory entries) that a death can leave half made: the
+ * heap is rebuilt from the directory (heap_check.c) before the mutex is
+ * marked consistent, so that a locker dying while it rebuilds leaves
+ * EOWNERDEAD to the next. Directory entries are published by one release
+ * store of their id, after their other fields (seg.h): one half made is
+ * not published, and its heap block is free again after the rebuild.
+ */
 void hca_seg_lock(struct hca_seg *seg)
 {
-	hca_robust_lock(&seg->lock);
+	if (pthread_mutex_lock(&seg->lock) == EOWNERDEAD) {
+		hca_heap_rebuild(seg);
+		atomic_fetch_add(&seg->heap_repairs, 1);
+		pthread_mutex_consistent(&seg->lock);
+	}
 }
 
 void hca_seg_unlock(struct hca_seg *seg)
@@ -270,9 +284,10 @@ static void heap_drain_quarantine(struct hca_seg *seg, int force)
 	for (uint32_t i = 0; i < seg->nquar; i++) {
 		struct hca_quarantine *q = &seg->quar[i];
 
-		if (q->free_at_ns <= now || i < forced)
+		if (q->free_at_ns <= now || i < forced) {
 			heap_release(seg, q->off, q->order);
-		else
+			hca_die_at(HCA_DIE_HEAP_DRAIN);
+		} else
 			seg->quar[keep++] = *q;
 	}
 	seg->nquar = keep;
@@ -302,6 +317,7 @@ uint64_t hca_heap_alloc(struct hca_seg *seg, uint64_t size)
 	off = seg->heap_free[order];
 	if (off) {
 		seg->heap_free[order] = *(uint64_t *)hca_seg_ptr(seg, off);
+		hca_die_at(HCA_DIE_HEAP_POP);
 	} else {
 		/* bump allocation keeps blocks aligned to their size */
 		uint64_t start = (seg->heap_bump + bsize - 1) & ~(bsize - 1);
@@ -316,6 +332,7 @@ uint64_t hca_heap_alloc(struct hca_seg *seg, uint64_t size)
 			       g + (2ULL << go) <= start)
 				go++;
 			heap_release(seg, seg->heap_off + g, go);
+			hca_die_at(HCA_DIE_HEAP_GAP);
 			g += 1ULL << go;
 		}
 		off = seg->heap_off + start;
@@ -339,6 +356,7 @@ void hca_heap_free(struct hca_seg *seg, uint64_t off, uint64_t size)
 	seg->quar[seg->nquar].off = off;
 	seg->quar[seg->nquar].order = (uint8_t)heap_order(size);
 	seg->quar[seg->nquar].free_at_ns = hca_now_ns() + HCA_QUARANTINE_NS;
+	hca_die_at(HCA_DIE_HEAP_QUAR);
 	seg->nquar++;
 }
 

@@ -35,7 +35,7 @@
 #include "hca_limits.h"
 
 #define HCA_SEG_MAGIC   0x534f46544942ULL /* "SOFTIB" */
-#define HCA_SEG_VERSION 14
+#define HCA_SEG_VERSION 16
 /* The heap is sized at creation to the host's RAM (sparse: tmpfs pages on
  * touch), at least HCA_HEAP_MIN_SIZE and at most HCA_HEAP_MAX_SIZE. */
 #define HCA_HEAP_MIN_SIZE (1ULL << 31)
@@ -200,6 +200,45 @@ struct hca_fence_rec {
 	_Alignas(64) _Atomic uint64_t word;
 };
 
+/*
+ * Claim records (claim.c): what a process is doing to another process's
+ * rings, so that whoever reclaims it after a death completes or undoes
+ * it. HCA_CLAIM_CELLS per process slot; a thread holds a cell for one
+ * operation (one completion pushed; one receive WQE taken, its payload
+ * moved and its completion pushed). Written only by the thread holding
+ * the cell; read by a reclaimer once the process is dead. Fields:
+ *  - state: HCA_CLAIM_* bits (claim.c states the machine);
+ *  - op: the ring slot being claimed (position stored before the claim);
+ *  - from: the RQ/SRQ the held WQE came from, and its position;
+ *  - inl_*: the inline slot claimed for the held WQE's payload, and the
+ *    tag its state word carries while it is ours;
+ *  - wqe: the held receive WQE, a copy of its ring body.
+ */
+#define HCA_CLAIM_CELLS 32
+#define HCA_CLAIM_WQE_MAX (16 + HCA_MAX_SGE * 16 + 16) /* + ring stride rounding */
+
+struct hca_claim_ring {
+	uint32_t kind;                 /* enum hca_claim_kind (claim.c) */
+	uint32_t idx;                  /* CQ or SRQ index, or the QPN of an RQ */
+	uint32_t handle;               /* CQ or SRQ handle; 0 for an RQ */
+	uint32_t body;                 /* bytes of the body */
+	uint64_t off;                  /* the ring's heap offset */
+	uint64_t pos;                  /* the position claimed or tried */
+};
+
+struct hca_claim {
+	_Atomic uint32_t state;
+	uint32_t inl_seq;              /* inline claims made by this cell */
+	struct hca_claim_ring op;
+	struct hca_claim_ring from;
+	uint32_t inl_cq, inl_handle;   /* the inline slot's CQ */
+	uint64_t inl_pool;             /* its pool's heap offset */
+	uint32_t inl_k;                /* the slot tried or claimed */
+	uint32_t pad;
+	uint64_t inl_tag;              /* its state word's upper bits while ours */
+	uint8_t wqe[HCA_CLAIM_WQE_MAX];
+};
+
 struct hca_quarantine {
 	uint64_t off;
 	uint64_t free_at_ns;
@@ -246,6 +285,11 @@ struct hca_seg {
 	struct hca_mcg mcgs[HCA_MAX_MCAST_GRP];
 	struct hca_xrcd_ent xrcds[HCA_MAX_XRCD];
 	pthread_mutex_t atomic_locks[HCA_ATOMIC_LOCKS];
+	struct hca_claim claims[HCA_MAX_PROCS][HCA_CLAIM_CELLS];
+	_Atomic uint64_t claims_lost;  /* WQEs a reclaimer could not re-post */
+	_Atomic uint64_t heap_repairs; /* heap rebuilds after a holder's death */
+	uint64_t bounce_bytes;         /* size of a bounce mailbox (mem_bounce.c),
+					* set with the first one */
 
 	/* copy sections (fence.c states the protocol): per process slot, how
 	 * many records its processes ever used, and the records */
@@ -269,6 +313,24 @@ int hca_robust_mutex_init(pthread_mutex_t *m);
 /* Heap (call with seg->lock held). Returns 0 on failure. */
 uint64_t hca_heap_alloc(struct hca_seg *seg, uint64_t size);
 void hca_heap_free(struct hca_seg *seg, uint64_t off, uint64_t size);
+
+/*
+ * The heap checked (heap_check.c; seg->lock held): 0 if every block in
+ * use, quarantined or free is in place, none overlaps another and they
+ * cover the bumped part exactly; else EFAULT and what was found first.
+ */
+enum hca_heap_kind { HCA_HEAP_LIVE, HCA_HEAP_QUAR, HCA_HEAP_FREE, HCA_HEAP_KINDS };
+struct hca_heap_report {
+	uint64_t size, bump;                 /* heap size, bytes bumped so far */
+	uint64_t blocks[HCA_HEAP_KINDS], bytes[HCA_HEAP_KINDS];
+	uint64_t overlaps;                   /* blocks two owners would share */
+	uint64_t lost;                       /* bumped bytes in no block */
+	uint64_t problems;
+	char first[160];                     /* the first problem found */
+};
+int hca_heap_check(struct hca_seg *seg, struct hca_heap_report *rep);
+/* Free lists made again from the directory and the quarantine. */
+int hca_heap_rebuild(struct hca_seg *seg);
 
 static inline void *hca_seg_ptr(struct hca_seg *seg, uint64_t off)
 {

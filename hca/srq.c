@@ -24,7 +24,7 @@ int hca_ring_post_recv(struct hca_ring *r, uint32_t max_sge,
 			*bad = wr;
 			return EINVAL;
 		}
-		q = hca_ring_reserve(r, &pos);
+		q = hca_ring_reserve(r, HCA_RING_ANON, &pos);
 		if (!q) {
 			*bad = wr;
 			return ENOMEM;

@@ -3,8 +3,11 @@
  * queue, SRQ and CQ of the device is made of: its initial state, FIFO
  * order, the full and empty edges, the count, wrap-around over many
  * cycles, the reserve/publish split, a multi-threaded stress with
- * checksums (nothing lost, nothing duplicated, nothing torn), and a
- * producer and a consumer in two processes sharing one mapping.
+ * checksums (nothing lost, nothing duplicated, nothing torn), a
+ * producer and a consumer in two processes sharing one mapping, and the
+ * claims a dead process leaves: found by their claimer's name, skipped,
+ * published or handed back by whoever reclaims it (claim.c), and head or
+ * tail left behind by a claimer killed before it moved them.
  */
 #include "ring.h"
 #include "cu_run.h"
@@ -222,8 +225,8 @@ static void test_reserve_publish(void)
 	uint64_t *s0, *s1;
 
 	CU_ASSERT_FATAL(r != NULL);
-	s0 = hca_ring_reserve(r, &p0);
-	s1 = hca_ring_reserve(r, &p1);
+	s0 = hca_ring_reserve(r, HCA_RING_ANON, &p0);
+	s1 = hca_ring_reserve(r, HCA_RING_ANON, &p1);
 	CU_ASSERT_FATAL(s0 != NULL && s1 != NULL);
 	CU_ASSERT_EQUAL(p0, 0);
 	CU_ASSERT_EQUAL(p1, 1);
@@ -236,6 +239,121 @@ static void test_reserve_publish(void)
 	CU_ASSERT_EQUAL(v, 10);
 	CU_ASSERT_EQUAL(hca_ring_pop(r, &v, sizeof(v)), 0);
 	CU_ASSERT_EQUAL(v, 11);
+	munmap(r, len);
+}
+
+/* ---- claims a dead process leaves ---- */
+
+/* A producer killed between claim and publish: SKIP lets the rest out. */
+static void test_dead_producer_skipped(void)
+{
+	size_t len;
+	struct hca_ring *r = ring_new(8, sizeof(uint64_t), false, &len);
+	uint64_t pos = 99, v;
+
+	CU_ASSERT_FATAL(r != NULL);
+	CU_ASSERT_PTR_NOT_NULL(hca_ring_reserve(r, 5, &pos));
+	CU_ASSERT_EQUAL(pos, 0);
+	for (v = 1; v <= 3; v++)
+		CU_ASSERT_EQUAL(hca_ring_push(r, &v, sizeof(v)), 0);
+	/* the claim holds the consumer back, and names its claimer */
+	CU_ASSERT_EQUAL(hca_ring_pop(r, &v, sizeof(v)), -1);
+	CU_ASSERT(hca_ring_claimed(r, 0, 5, HCA_RING_PCLAIM));
+	CU_ASSERT(!hca_ring_claimed(r, 0, 6, HCA_RING_PCLAIM));
+	CU_ASSERT(!hca_ring_claimed(r, 1, 5, HCA_RING_PCLAIM));
+	hca_ring_skip(r, 0);
+	for (uint64_t want = 1; want <= 3; want++) {
+		CU_ASSERT_EQUAL(hca_ring_pop(r, &v, sizeof(v)), 0);
+		CU_ASSERT_EQUAL(v, want);
+	}
+	CU_ASSERT_EQUAL(hca_ring_pop(r, &v, sizeof(v)), -1);
+	/* the skipped slot is reusable: a whole lap fits again */
+	for (v = 0; v < 8; v++)
+		CU_ASSERT_EQUAL(hca_ring_push(r, &v, sizeof(v)), 0);
+	CU_ASSERT_EQUAL(hca_ring_push(r, &v, sizeof(v)), -1);
+	munmap(r, len);
+}
+
+/* A producer killed after its claim but before it moved head. */
+static void test_stale_head_moved(void)
+{
+	size_t len;
+	struct hca_ring *r = ring_new(8, sizeof(uint64_t), false, &len);
+	uint64_t pos, v = 42;
+
+	CU_ASSERT_FATAL(r != NULL);
+	atomic_store(hca_ring_slot(r, 0), hca_ring_word(0, 9, HCA_RING_PCLAIM));
+	CU_ASSERT_PTR_NOT_NULL(hca_ring_reserve(r, 3, &pos));
+	CU_ASSERT_EQUAL(pos, 1);
+	*(uint64_t *)(hca_ring_slot(r, 1) + 1) = v;
+	hca_ring_publish(r, 1);
+	CU_ASSERT_EQUAL(atomic_load(&r->head), 2);
+	/* the dead claim's entry was whole: the reclaimer publishes it */
+	*(uint64_t *)(hca_ring_slot(r, 0) + 1) = 41;
+	hca_ring_publish(r, 0);
+	CU_ASSERT_EQUAL(hca_ring_pop(r, &v, sizeof(v)), 0);
+	CU_ASSERT_EQUAL(v, 41);
+	CU_ASSERT_EQUAL(hca_ring_pop(r, &v, sizeof(v)), 0);
+	CU_ASSERT_EQUAL(v, 42);
+	munmap(r, len);
+}
+
+/* A consumer killed before it handed its slot back: producers see the
+ * ring full when they come round to that slot, until the reclaimer hands
+ * it back. */
+static void test_dead_consumer_released(void)
+{
+	size_t len;
+	struct hca_ring *r = ring_new(4, sizeof(uint64_t), false, &len);
+	uint64_t pos, v;
+	void *body;
+
+	CU_ASSERT_FATAL(r != NULL);
+	for (v = 0; v < 4; v++)
+		CU_ASSERT_EQUAL(hca_ring_push(r, &v, sizeof(v)), 0);
+	body = hca_ring_take(r, 11, &pos);
+	CU_ASSERT_PTR_NOT_NULL(body);
+	CU_ASSERT_EQUAL(pos, 0);
+	CU_ASSERT_EQUAL(*(uint64_t *)body, 0);
+	CU_ASSERT(hca_ring_claimed(r, 0, 11, HCA_RING_CCLAIM));
+	for (uint64_t want = 1; want < 4; want++) {
+		CU_ASSERT_EQUAL(hca_ring_pop(r, &v, sizeof(v)), 0);
+		CU_ASSERT_EQUAL(v, want);
+	}
+	/* position 4 is slot 0's next lap: held, though 1..3 are free */
+	v = 4;
+	CU_ASSERT_EQUAL(hca_ring_push(r, &v, sizeof(v)), -1);
+	hca_ring_release(r, 0);
+	for (v = 4; v < 8; v++)
+		CU_ASSERT_EQUAL(hca_ring_push(r, &v, sizeof(v)), 0);
+	for (uint64_t want = 4; want < 8; want++) {
+		CU_ASSERT_EQUAL(hca_ring_pop(r, &v, sizeof(v)), 0);
+		CU_ASSERT_EQUAL(v, want);
+	}
+	munmap(r, len);
+}
+
+/* Positions wrap modulo 2^47 in the slot words; head and tail do not. */
+static void test_position_wrap(void)
+{
+	const uint32_t cap = 8;
+	size_t len;
+	struct hca_ring *r = ring_new(cap, sizeof(uint64_t), false, &len);
+	uint64_t start = (1ULL << 47) - 20, v;
+	int bad = 0;
+
+	CU_ASSERT_FATAL(r != NULL);
+	atomic_store(&r->head, start);
+	atomic_store(&r->tail, start);
+	for (uint64_t p = start; p < start + cap; p++)
+		atomic_store(hca_ring_slot(r, p), hca_ring_word(p, 0, HCA_RING_EMPTY));
+	for (uint64_t i = 0; i < 100; i++) {
+		v = i;
+		bad += hca_ring_push(r, &v, sizeof(v)) != 0;
+		bad += hca_ring_pop(r, &v, sizeof(v)) != 0 || v != i;
+	}
+	CU_ASSERT_EQUAL(bad, 0);
+	CU_ASSERT_EQUAL(atomic_load(&r->head), start + 100);
 	munmap(r, len);
 }
 
@@ -487,6 +605,10 @@ static int add_suites(void)
 	    !CU_add_test(s, "count", test_count) ||
 	    !CU_add_test(s, "wrap-around", test_wrap_around) ||
 	    !CU_add_test(s, "reserve/publish order", test_reserve_publish) ||
+	    !CU_add_test(s, "dead producer's claim skipped", test_dead_producer_skipped) ||
+	    !CU_add_test(s, "head left behind by a dead claimer", test_stale_head_moved) ||
+	    !CU_add_test(s, "dead consumer's slot handed back", test_dead_consumer_released) ||
+	    !CU_add_test(s, "positions wrap modulo 2^47", test_position_wrap) ||
 	    !CU_add_test(s, "MPMC threads 4x4", test_mpmc_threads) ||
 	    !CU_add_test(s, "MPMC across processes", test_mpmc_processes))
 		return -1;

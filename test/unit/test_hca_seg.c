@@ -9,6 +9,7 @@
  * private region shaped like one (struct hca_seg followed by a heap) with
  * only the fields the heap uses initialised.
  */
+#include "ring.h"
 #include "seg.h"
 #include "cu_run.h"
 
@@ -230,6 +231,78 @@ static void test_heap_limits(void)
 
 /* ---- robust locks ---- */
 
+/* ---- the heap verifier and the rebuild (heap_check.c) ---- */
+
+/* A block in use as the directory names one: a CQ ring at index idx. */
+static uint64_t ring_in_use(struct hca_seg *seg, uint32_t idx)
+{
+	uint64_t off = hca_heap_alloc(seg, hca_ring_bytes(16, 64));
+
+	hca_ring_init(hca_seg_ptr(seg, off), 16, 64);
+	seg->cqs[idx].ring_off = off;
+	atomic_store(&seg->cqs[idx].handle, idx);
+	return off;
+}
+
+static void test_heap_check_consistent(void)
+{
+	struct hca_seg *seg = seg_new();
+	struct hca_heap_report rep;
+	uint64_t q;
+
+	CU_ASSERT_FATAL(seg != NULL);
+	for (uint32_t i = 1; i <= 8; i++)
+		ring_in_use(seg, i);
+	q = hca_heap_alloc(seg, 4096);
+	hca_heap_free(seg, q, 4096);
+	hca_heap_alloc(seg, 1 << 20); /* leaves a gap on the free lists */
+	atomic_store(&seg->cqs[9].handle, 0);
+	/* the 1 MiB block is named by nobody: lost until a rebuild */
+	CU_ASSERT_EQUAL(hca_heap_check(seg, &rep), EFAULT);
+	CU_ASSERT_EQUAL(rep.lost, 1 << 20);
+	CU_ASSERT_EQUAL(rep.overlaps, 0);
+	CU_ASSERT_EQUAL(hca_heap_rebuild(seg), 0);
+	CU_ASSERT_EQUAL(hca_heap_check(seg, &rep), 0);
+	CU_ASSERT_EQUAL(rep.blocks[HCA_HEAP_LIVE], 8);
+	CU_ASSERT_EQUAL(rep.blocks[HCA_HEAP_QUAR], 1);
+	CU_ASSERT_EQUAL(rep.lost, 0);
+	CU_ASSERT_EQUAL(rep.bytes[HCA_HEAP_LIVE] + rep.bytes[HCA_HEAP_QUAR] +
+			rep.bytes[HCA_HEAP_FREE], seg->heap_bump);
+	seg_free(seg);
+}
+
+/* A block both free and quarantined, and one listed twice: found, and
+ * the rebuild hands each out once. */
+static void test_heap_check_double(void)
+{
+	struct hca_seg *seg = seg_new();
+	struct hca_heap_report rep;
+	uint64_t a, b, got[4];
+
+	CU_ASSERT_FATAL(seg != NULL);
+	ring_in_use(seg, 1);
+	a = hca_heap_alloc(seg, 4096);
+	b = hca_heap_alloc(seg, 4096);
+	hca_heap_free(seg, a, 4096);
+	/* a death half-way through a drain: a on its list, still queued */
+	*(uint64_t *)hca_seg_ptr(seg, a) = seg->heap_free[12];
+	seg->heap_free[12] = a;
+	/* b on its list twice */
+	*(uint64_t *)hca_seg_ptr(seg, b) = seg->heap_free[12];
+	seg->heap_free[12] = b;
+	CU_ASSERT_EQUAL(hca_heap_check(seg, &rep), EFAULT);
+	CU_ASSERT(rep.overlaps >= 1);
+	CU_ASSERT_EQUAL(hca_heap_rebuild(seg), 0);
+	CU_ASSERT_EQUAL(hca_heap_check(seg, &rep), 0);
+	quarantine_expire(seg);
+	for (int i = 0; i < 4; i++)
+		got[i] = hca_heap_alloc(seg, 4096);
+	for (int i = 0; i < 4; i++)
+		for (int j = i + 1; j < 4; j++)
+			CU_ASSERT(got[i] != got[j]);
+	seg_free(seg);
+}
+
 static void watchdog_fired(int sig)
 {
 	static const char msg[] = "test_hca_seg: watchdog: a lock was never granted\n";
@@ -417,6 +490,8 @@ static int add_suites(void)
 	if (!heap || !lock || !proc)
 		return -1;
 	if (!CU_add_test(heap, "block size and alignment", test_heap_alignment) ||
+	    !CU_add_test(heap, "heap check and rebuild: lost block", test_heap_check_consistent) ||
+	    !CU_add_test(heap, "heap check and rebuild: double block", test_heap_check_double) ||
 	    !CU_add_test(heap, "distinct blocks", test_heap_distinct) ||
 	    !CU_add_test(heap, "alignment gap reused", test_heap_gap_reused) ||
 	    !CU_add_test(heap, "blocks come zeroed", test_heap_zeroed) ||
