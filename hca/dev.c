@@ -838,10 +838,22 @@ __be64 hca_dev_guid(struct hca_dev *dev)
 	return dev->guid;
 }
 
-ssize_t hca_dev_sysfs_read(struct hca_dev *dev, const char *relpath,
-			   char *buf, size_t size)
+/*
+ * Every sysfs file is a function of the host's network and the user alone
+ * (dev_attr.c), so a read is answered from them without a device: tools
+ * and rdma-core programs read these files often, and opening a device
+ * costs a slot in the segment, a UDP port and a progress thread.
+ */
+ssize_t hca_host_sysfs_read(const char *relpath, char *buf, size_t size)
 {
-	return hca_sysfs_read(&dev->net, dev->guid, relpath, buf, size);
+	struct hca_host_net net;
+	int rc = hca_host_net_probe(&net);
+
+	if (rc) { /* as opening the device would have failed */
+		errno = rc;
+		return -1;
+	}
+	return hca_sysfs_read(&net, hca_node_guid(&net, getuid()), relpath, buf, size);
 }
 
 __be64 hca_host_guid(void)
