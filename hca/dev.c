@@ -566,12 +566,21 @@ static void link_paused_tick(struct hca_dev *dev)
 	timers_reclaim(dev);
 }
 
+_Atomic uint64_t *hca_dev_foreign_counter(struct hca_dev *dev)
+{
+	return &dev->seg->procs[dev->slot].foreign_dgrams;
+}
+
 static void drain_doorbell(struct hca_dev *dev)
 {
 	struct hca_db_msg m;
 
-	while (recv(dev->db_fd, &m, sizeof(m), MSG_DONTWAIT) == sizeof(m))
-		hca_db_dispatch(dev, &m);
+	ssize_t n;
+
+	while ((n = hca_sock_recv_checked(dev->db_fd, &m, sizeof(m), MSG_DONTWAIT,
+					  hca_dev_foreign_counter(dev))) >= 0)
+		if (n == sizeof(m))
+			hca_db_dispatch(dev, &m);
 }
 
 static void *progress_main(void *arg)
@@ -659,6 +668,9 @@ static int dev_attach(struct hca_dev *dev)
 	dev->db_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (dev->db_fd < 0)
 		return errno;
+	rc = hca_sock_pass_creds(dev->db_fd); /* before the name exists */
+	if (rc)
+		return rc;
 	al = db_addr(dev, &a, dev->slot, dev->gen);
 	if (bind(dev->db_fd, (struct sockaddr *)&a, al))
 		return errno;

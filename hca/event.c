@@ -267,7 +267,7 @@ struct hca_chan *hca_chan_create(struct hca_ctx *ctx)
 	ch->ctx = ctx;
 	ch->id = atomic_fetch_add(&next_chan_id, 1);
 	ch->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (ch->fd < 0)
+	if (ch->fd < 0 || hca_sock_pass_creds(ch->fd))
 		goto err;
 	al = chan_addr(dev, &a, dev->slot, dev->gen, ch->id);
 	if (bind(ch->fd, (struct sockaddr *)&a, al))
@@ -374,7 +374,8 @@ int hca_chan_get_event(struct hca_chan *ch, void **cq_user)
 			memmove(tls_wait.m, tls_wait.m + 1, --tls_wait.n * sizeof(m));
 			n = sizeof(m);
 		} else {
-			n = recv(ch->fd, &m, sizeof(m), MSG_DONTWAIT);
+			n = hca_sock_recv_checked(ch->fd, &m, sizeof(m), MSG_DONTWAIT,
+						  hca_dev_foreign_counter(dev));
 		}
 		if (n < 0) {
 			int rc = errno;

@@ -394,6 +394,12 @@ static inline bool hca_reliable(enum ibv_qp_type t)
 	return t == IBV_QPT_RC || t == IBV_QPT_XRC_SEND || t == IBV_QPT_XRC_RECV;
 }
 
+/* sock_cred.c: datagrams to our abstract names, from our user only */
+int hca_sock_pass_creds(int fd);
+ssize_t hca_sock_recv_checked(int fd, void *buf, size_t len, int flags,
+			      _Atomic uint64_t *foreign);
+_Atomic uint64_t *hca_dev_foreign_counter(struct hca_dev *dev);
+
 /* dev.c */
 int hca_dev_notify(struct hca_dev *dev, uint16_t slot, uint32_t gen,
 		   const void *msg, size_t len);

@@ -86,6 +86,9 @@ struct hca_proc {
 	uint64_t freed_ns;     /* when the slot was last freed (delayed reuse) */
 	uint64_t bounce_off;   /* its bounce mailbox (mem_bounce.c), 0 if none */
 	struct hca_link_counters link;
+	/* datagrams from another user dropped at our doorbell and channels
+	 * (sock_cred.c); written by the slot's process, read by softib */
+	_Atomic uint64_t foreign_dgrams;
 };
 
 /*

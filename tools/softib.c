@@ -829,13 +829,13 @@ static void cnt_row(struct table *t, const struct hca_qp_ent *e, uint32_t qpn)
 static const struct col link_cols[] = {
 	{ "PID", true }, { "TX_PKTS", true }, { "RX_PKTS", true }, { "TX_ERR", true },
 	{ "SHORT", true }, { "VERSION", true }, { "OPCODE", true }, { "LENGTH", true },
-	{ "PAD", true }, { "ICRC", true }, { "NO_QP", true },
+	{ "PAD", true }, { "ICRC", true }, { "NO_QP", true }, { "FOREIGN", true },
 };
 
 static void show_counters(const struct view *v)
 {
 	struct table t = { cnt_cols, 13, NULL, 0, 0 };
-	struct table l = { link_cols, 11, NULL, 0, 0 };
+	struct table l = { link_cols, 12, NULL, 0, 0 };
 
 	FOR_EACH_QP_ENT(v, e) {
 		uint32_t qpn = atomic_load_explicit(&e->qpn, memory_order_acquire);
@@ -858,8 +858,10 @@ static void show_counters(const struct view *v)
 		for (int k = 1; k <= 6; k++)
 			cell(&l, r, 3 + k, "%llu", U64(p->link.bad[k]));
 		cell(&l, r, 10, "%llu", U64(p->link.unknown_qp));
+		cell(&l, r, 11, "%llu", U64(p->foreign_dgrams));
 	}
-	printf("\nUDP link, per process (packets refused by cause)\n");
+	printf("\nUDP link, per process (packets refused by cause; FOREIGN: "
+	       "datagrams from other users dropped at its sockets)\n");
 	table_print(&l, "no process on this host");
 }
 
@@ -880,7 +882,8 @@ static void usage(FILE *f)
 		"  mrs      memory keys\n"
 		"  xrcds    XRC domains\n"
 		"  counters per-QP packets, retransmissions, NAKs, RNR NAKs, drops by\n"
-		"           cause; per-process UDP link packets and refusals by cause\n"
+		"           cause; per-process UDP link packets and refusals by cause,\n"
+		"           datagrams from other users dropped\n"
 		"  sib      libsib workers: endpoints, connections, SRQs, protocol counters\n"
 		"  all      all of the above\n");
 }
