@@ -33,7 +33,7 @@ export SOFTIB_SEG_TAG=$tag SIB_JOB_KEY=oth$$
 useradd -M -r -s /usr/sbin/nologin "$other" || { fail "useradd $other"; summary; exit; }
 cleanup_user() {
 	userdel "$other" 2>/dev/null
-	rm -f /dev/shm/softib-*-"$tag" /dev/shm/sib-*-0-"$tag"-*
+	rm -f /dev/shm/softib-*-"$tag" /dev/shm/softib-*-"${tag}sq" /dev/shm/sib-*-0-"$tag"-*
 	sib_cleanup
 }
 trap cleanup_user EXIT
@@ -156,6 +156,23 @@ for t in "" "$tag"; do
 	check "softib all as the other user (tag '$t') shows none of our processes or QPs" \
 		test -z "$(grep -wE "${pid:-x}|$hex" <<<"$seen")"
 done
+
+# A segment file the other user made under our segment's name (its own
+# segment, renamed and opened to all): never taken for ours.
+sq=${tag}sq
+as_other env LD_LIBRARY_PATH="$(sib_lib)" SOFTIB_SEG_TAG="$sq" SOFTIB_UDP_PORT=$((${SOFTIB_UDP_PORT:-4791} + 300)) \
+	ibv_devinfo >/dev/null 2>&1
+theirs=$(ls /dev/shm/softib-"$ouid"-*-"$sq" 2>/dev/null | head -1)
+ours=${theirs/softib-$ouid-/softib-0-}
+if [ -n "$theirs" ] && as_other mv "$theirs" "$ours" && as_other chmod 666 "$ours"; then
+	rc=0
+	sib_run 30 env SOFTIB_SEG_TAG="$sq" ibv_devinfo >/dev/null 2>&1 || rc=$?
+	check "a segment file of the other user's under our name is refused (ibv_devinfo exit $rc)" \
+		test "$rc" -ne 0 -a "$(stat -c %U "$ours")" = "$other"
+	rm -f "$ours"
+else
+	fail "the other user could not make a segment to squat with"
+fi
 
 touch "$go"
 rc=0
