@@ -406,6 +406,7 @@ static void test_ud_qkey(void)
 	memset(&test_ah, 0, sizeof(test_ah));
 	test_ah.dlid = pa.lid;
 	test_ah.port_num = 1;
+	test_ah.pd_id = hca_pd_id(P.pd);
 	s.addr = (uintptr_t)P.buf;
 	s.length = 100;
 	s.lkey = P.key;
