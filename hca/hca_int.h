@@ -50,6 +50,7 @@ struct hca_link {
 	uint64_t rx_quiet_until; /* polls skip the sockets until then */
 	_Atomic int rx_peers;   /* peers' sockets that receive */
 	bool rx_connected;      /* they may (SOFTIB_UDP_RX_CONNECTED) */
+	int rcvbuf;             /* SO_RCVBUF asked of receiving sockets */
 	uint32_t ip;            /* our IPv4 address, host order */
 	uint16_t base, port;
 	bool force_udp;         /* SOFTIB_LINK=udp */

@@ -763,6 +763,44 @@ static void print_other_segments(const char *ours)
 	closedir(d);
 }
 
+/*
+ * The UDP receive buffers of the live processes: a buffer the kernel
+ * clamped below what was asked (net.core.rmem_max) drops bursts on the
+ * UDP link, which then shows as retransmissions; say so here, and how to
+ * lift it.
+ */
+static void print_rcvbuf(const struct view *v)
+{
+	uint64_t want = 0, least = UINT64_MAX;
+	int n = 0, clamped = 0;
+
+	for (uint16_t s = 0; s < HCA_MAX_PROCS; s++) {
+		const struct hca_proc *p = &v->seg->procs[s];
+		uint64_t w = atomic_load(&p->link.rcvbuf_want);
+		uint64_t g = atomic_load(&p->link.rcvbuf_got);
+
+		if (atomic_load(&p->state) != HCA_PROC_LIVE || !w)
+			continue;
+		n++;
+		if (g < w) {
+			clamped++;
+			want = w > want ? w : want;
+			least = g < least ? g : least;
+		}
+	}
+	if (!n)
+		return;
+	if (!clamped) {
+		printf("UDP rcvbuf      as asked in every process\n");
+		return;
+	}
+	printf("UDP rcvbuf      CLAMPED in %d of %d process%s: %llu KiB granted, "
+	       "%llu KiB asked\n", clamped, n, n == 1 ? "" : "es",
+	       (unsigned long long)least >> 10, (unsigned long long)want >> 10);
+	printf("                (net.core.rmem_max; raise it: sysctl -w "
+	       "net.core.rmem_max=%llu)\n", (unsigned long long)want);
+}
+
 static void print_segment(const struct view *v, int rc)
 {
 	printf("segment         %s", v->name);
@@ -773,6 +811,8 @@ static void print_segment(const struct view *v, int rc)
 	else
 		printf(" (version %u, %d live process%s)\n", v->seg->version,
 		       live_procs(v->seg), live_procs(v->seg) == 1 ? "" : "es");
+	if (rc == 0)
+		print_rcvbuf(v);
 	print_other_segments(v->name);
 }
 
