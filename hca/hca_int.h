@@ -369,7 +369,8 @@ struct hca_msg {
 	const struct hca_ah *ah; /* UD: for the GRH */
 	uint32_t xrc_srqn;       /* XRC: the SRQ the XRCETH names */
 	union ibv_gid sgid;      /* UD: the sender's GID, for the GRH */
-	bool range_only;         /* READ: check the key and range, move nothing */
+	bool range_only;         /* READ, WRITE: check the key and range, move nothing */
+	bool refused;            /* out: the key or range check failed */
 	bool uncounted;          /* one packet of a READ counted already */
 	bool duplicate;          /* READ: a repeat of one answered already; a
 				  * failed check drops it, the QP stays as is */

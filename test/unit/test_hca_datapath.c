@@ -427,6 +427,75 @@ static void test_ud_qkey(void)
 	pair_close();
 }
 
+/*
+ * The UDP responder (issue 15 item 9), fed packets directly: a WRITE's
+ * key and range are checked at its first packet, before anything is
+ * buffered, and the assembly buffer of a large message is given back
+ * once the message is done.
+ */
+static void udp_write_pkt(struct hca_qp *qp, uint8_t wop, uint32_t psn, uint64_t va,
+			  uint32_t rkey, uint32_t dmalen, const uint8_t *pl, size_t plen)
+{
+	struct hca_wire_hdr h = { .opcode = (uint8_t)(hca_wire_transport(IBV_QPT_RC) | wop),
+				  .dqpn = qp->qpn, .psn = psn, .va = va, .rkey = rkey,
+				  .dmalen = dmalen };
+
+	hca_udp_resp_rx(qp, &h, pl, plen, 0x7f000001);
+}
+
+static void test_udp_write_refused_before_buffering(void)
+{
+	static uint8_t pkt[1024];
+
+	CU_ASSERT_FATAL(pair_open(IBV_QPT_RC, 7) == 0);
+	/* 64 MiB announced, under a key that is not the region's */
+	udp_write_pkt(P.b, HCA_WOP_WRITE_FIRST, 0, (uintptr_t)P.buf, P.key + 1,
+		      64u << 20, pkt, sizeof(pkt));
+	CU_ASSERT_EQUAL(P.b->rlen, 0);
+	CU_ASSERT_EQUAL(P.b->rcap, 0);
+	CU_ASSERT_EQUAL(atomic_load(&P.b->ent->state), IBV_QPS_ERR); /* NAK'd */
+	pair_close();
+	/* a range past the region's end: the same, with the right key */
+	CU_ASSERT_FATAL(pair_open(IBV_QPT_RC, 7) == 0);
+	udp_write_pkt(P.b, HCA_WOP_WRITE_FIRST, 0, (uintptr_t)P.buf, P.key,
+		      BUF_LEN + 4096, pkt, sizeof(pkt));
+	CU_ASSERT_EQUAL(P.b->rlen, 0);
+	CU_ASSERT_EQUAL(P.b->rcap, 0);
+	CU_ASSERT_EQUAL(atomic_load(&P.b->ent->state), IBV_QPS_ERR);
+	pair_close();
+}
+
+static void test_udp_write_buffer_shrinks(void)
+{
+	const uint32_t len = 4u << 20, mtu = 1024, n = len / mtu;
+	uint8_t *big = aligned_alloc(4096, len), pkt[1024];
+	struct hca_mr *mr;
+
+	CU_ASSERT_FATAL(big != NULL);
+	memset(big, 0, len);
+	CU_ASSERT_FATAL(pair_open(IBV_QPT_RC, 7) == 0);
+	mr = hca_mr_reg(P.pd, big, len, (uintptr_t)big,
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	CU_ASSERT_FATAL(mr != NULL);
+	for (uint32_t i = 0; i < n; i++) {
+		uint8_t wop = i == 0 ? HCA_WOP_WRITE_FIRST :
+			      i + 1 < n ? HCA_WOP_WRITE_MIDDLE : HCA_WOP_WRITE_LAST;
+
+		memset(pkt, (int)(i % 251) + 1, sizeof(pkt));
+		udp_write_pkt(P.b, wop, i, (uintptr_t)big, hca_mr_key(mr), len, pkt, mtu);
+		if (i == 0) /* admitted: its whole length reserved at once */
+			CU_ASSERT(P.b->rcap >= len);
+	}
+	CU_ASSERT_EQUAL(atomic_load(&P.b->ent->state), IBV_QPS_RTS);
+	CU_ASSERT_EQUAL(big[0], 1);
+	CU_ASSERT_EQUAL(big[len - 1], (uint8_t)((n - 1) % 251 + 1));
+	/* done: the 4 MiB buffer is not kept */
+	CU_ASSERT(P.b->rcap <= HCA_RBUF_KEEP);
+	CU_ASSERT_EQUAL(hca_mr_dereg(mr), 0);
+	pair_close();
+	free(big);
+}
+
 /* XRC in one process: a domain on a file, an XRC SRQ, a target QP, and an
  * XRC send QP reaching the SRQ by its number. */
 static void test_xrc_send(void)
@@ -527,7 +596,11 @@ static int add_suites(void)
 	    !CU_add_test(s, "RC bad lkey: local protection error", test_rc_bad_lkey) ||
 	    !CU_add_test(s, "bad WR: bad_wr points at it", test_bad_wr) ||
 	    !CU_add_test(s, "UD Q_Key mismatch drops", test_ud_qkey) ||
-	    !CU_add_test(s, "XRC send to an SRQ by number", test_xrc_send))
+	    !CU_add_test(s, "XRC send to an SRQ by number", test_xrc_send) ||
+	    !CU_add_test(s, "UDP WRITE: key and range checked before buffering",
+			 test_udp_write_refused_before_buffering) ||
+	    !CU_add_test(s, "UDP WRITE: a large message's buffer given back",
+			 test_udp_write_buffer_shrinks))
 		return -1;
 	return 0;
 }
