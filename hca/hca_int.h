@@ -256,6 +256,8 @@ struct hca_swqe {
 	uint32_t first_psn, npkts;
 	uint32_t sent;              /* request packets sent in this pass */
 	uint32_t rd_pkts;           /* READ response packets received */
+	uint32_t rd_asked;          /* READ: asked for up to here in this pass */
+	uint32_t rd_hi;             /* ... and in any pass (the responder took) */
 	uint32_t reasks;            /* asked again, nothing more arriving */
 	uint64_t reask_ns;          /* when last asked again */
 	uint64_t rd_bytes;

@@ -67,6 +67,7 @@ static void wr_queue(struct hca_qp *qp, const struct ibv_send_wr *wr)
 	w->psn_set = w->done = false;
 	w->sent = 0;
 	w->rd_pkts = 0;
+	w->rd_asked = w->rd_hi = 0;
 	w->reasks = 0;
 	w->reask_ns = 0;
 	w->rd_bytes = 0;

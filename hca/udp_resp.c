@@ -383,7 +383,19 @@ static void duplicate(struct hca_qp *qp, const struct hca_wire_hdr *h, uint32_t 
 	uint64_t orig;
 
 	if (wop == HCA_WOP_READ_REQUEST) {
+		uint32_t mtu = hca_path_mtu_bytes(qp);
+		uint32_t end = hca_psn_add(h->psn, h->dmalen ? (int32_t)((h->dmalen + mtu - 1) / mtu) : 1);
+
 		read_respond(qp, h, saddr, true);
+		/* a READ asked for in parts (udp_req.c), asked again from a
+		 * lost response on, may run past a part whose request was
+		 * lost: what it asks beyond our expected PSN is answered now,
+		 * so it is taken as received, or the requester's next part
+		 * would find a gap behind it and never be answered */
+		if (hca_psn_cmp(end, qp->epsn) > 0) {
+			qp->epsn = end;
+			qp->msn = (qp->msn + 1) & 0xffffff;
+		}
 	} else if (wop == HCA_WOP_COMPARE_SWAP || wop == HCA_WOP_FETCH_ADD) {
 		if (replayed(qp, h->psn, &orig))
 			atomic_ack(qp, saddr, h->psn, orig);
@@ -412,6 +424,7 @@ static void reliable_rx(struct hca_qp *qp, const struct hca_wire_hdr *h,
 	const struct hca_wire_op_info *oi = hca_wire_op(h->opcode);
 	int32_t d = hca_psn_diff(h->psn, qp->epsn);
 	uint8_t wop = h->opcode & 0x1f;
+
 
 	if (d < 0) {
 		HCA_COUNT_DROP(qp->ent, HCA_DROP_PSN);

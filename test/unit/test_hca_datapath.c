@@ -12,6 +12,7 @@
 #include "cu_run.h"
 #include "hca.h"
 #include "hca_int.h" /* hca_resp_execute: a duplicate READ by hand */
+#include "udp_req.h" /* HCA_UDP_WINDOW */
 
 static struct hca_ah test_ah;
 static uint8_t P_timeout = 1; /* RC ACK timeout of the next pair (to_rts) */
@@ -496,6 +497,40 @@ static void test_udp_write_buffer_shrinks(void)
 	free(big);
 }
 
+/*
+ * A READ over the UDP link larger than the send window (1 MiB at a 1 KiB
+ * MTU: 1,024 responses, window 256) is asked for a window at a time: the
+ * responder never has more of its responses in flight than the window,
+ * and the data arrive whole.
+ */
+static void test_udp_read_windowed(void)
+{
+	const uint32_t len = 1u << 20, n = len / 1024;
+	struct ibv_wc wc;
+	uint64_t reqs, resps;
+
+	setenv("SOFTIB_LINK", "udp", 1);
+	P_timeout = 14; /* 67 ms: the spec's timer, not a test of it */
+	CU_ASSERT_FATAL(pair_open(IBV_QPT_RC, 7) == 0);
+	P_timeout = 1;
+	unsetenv("SOFTIB_LINK");
+	for (uint32_t i = 0; i < len / 2; i++)
+		P.buf[i] = (uint8_t)(i * 7 + 3);
+	/* read the first half into the second */
+	CU_ASSERT_EQUAL(post(P.a, IBV_WR_RDMA_READ, len / 2, len / 2, 0, P.key, 11), 0);
+	CU_ASSERT_EQUAL(poll_n(&wc, 1), 1);
+	CU_ASSERT_EQUAL(wc.status, IBV_WC_SUCCESS);
+	CU_ASSERT(memcmp(P.buf, P.buf + len / 2, len / 2) == 0);
+	reqs = atomic_load(&P.a->ent->cnt.tx_pkts);
+	resps = atomic_load(&P.b->ent->cnt.tx_pkts);
+	CU_ASSERT(resps >= n / 2);
+	/* at least one request per window of responses */
+	CU_ASSERT(reqs >= (n / 2 + HCA_UDP_WINDOW - 1) / HCA_UDP_WINDOW);
+	printf("(%llu requests, %llu responses) ", (unsigned long long)reqs,
+	       (unsigned long long)resps);
+	pair_close();
+}
+
 /* XRC in one process: a domain on a file, an XRC SRQ, a target QP, and an
  * XRC send QP reaching the SRQ by its number. */
 static void test_xrc_send(void)
@@ -600,7 +635,9 @@ static int add_suites(void)
 	    !CU_add_test(s, "UDP WRITE: key and range checked before buffering",
 			 test_udp_write_refused_before_buffering) ||
 	    !CU_add_test(s, "UDP WRITE: a large message's buffer given back",
-			 test_udp_write_buffer_shrinks))
+			 test_udp_write_buffer_shrinks) ||
+	    !CU_add_test(s, "UDP READ asked a window at a time",
+			 test_udp_read_windowed))
 		return -1;
 	return 0;
 }
