@@ -93,6 +93,15 @@ static int view_open(struct view *v)
 		fprintf(stderr, "softib: %s: empty or unreadable\n", v->name);
 		return -1;
 	}
+	/* as the library (seg.c): a file another user made under the name
+	 * is not our segment, and what it says is not shown as ours */
+	if (st.st_uid != geteuid() || (st.st_mode & 077)) {
+		close(fd);
+		fprintf(stderr, "softib: %s: not this user's segment (owner uid %u, "
+			"mode %03o): not read\n", v->name, (unsigned)st.st_uid,
+			(unsigned)(st.st_mode & 0777));
+		return -1;
+	}
 	p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
 	close(fd);
 	if (p == MAP_FAILED) {

@@ -169,6 +169,8 @@ if [ -n "$theirs" ] && as_other mv "$theirs" "$ours" && as_other chmod 666 "$our
 	sib_run 30 env SOFTIB_SEG_TAG="$sq" ibv_devinfo >/dev/null 2>&1 || rc=$?
 	check "a segment file of the other user's under our name is refused (ibv_devinfo exit $rc)" \
 		test "$rc" -ne 0 -a "$(stat -c %U "$ours")" = "$other"
+	check "... and softib does not show it as ours" \
+		grep -q "not this user's segment" <<<"$(SOFTIB_SEG_TAG="$sq" "$tool" status 2>&1)"
 	rm -f "$ours"
 else
 	fail "the other user could not make a segment to squat with"
