@@ -24,6 +24,7 @@
 #define HCA_PERIOD_NS (200ULL * 1000000ULL) /* membership re-check */
 #define HCA_POLL_GRACE_NS 200000ULL /* a poller this recent reads the socket */
 #define HCA_POLL_RECHECK_NS 500000ULL /* ... and is looked at again after this */
+#define HCA_PEER_TAG (1ULL << 48) /* epoll tag of a pidfd: | gen << 16 | slot */
 
 static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct hca_dev *the_dev;
@@ -67,8 +68,7 @@ static void peer_close(struct hca_dev *dev, uint16_t slot)
 		close(p->pidfd);
 	}
 	p->pidfd = -1;
-	p->gen = 0;
-	p->dead = false;
+	atomic_store_explicit(&p->known, 0, memory_order_release);
 }
 
 /*
@@ -85,35 +85,43 @@ static bool peer_open(struct hca_dev *dev, uint16_t slot, uint32_t gen)
 	int fd;
 
 	peer_close(dev, slot);
-	p->gen = gen;
 	if (atomic_load(&pr->state) != HCA_PROC_LIVE || pr->gen != gen) {
-		p->dead = true;
+		atomic_store_explicit(&p->known, (uint64_t)gen << 32 | HCA_PEER_DEAD,
+				      memory_order_release);
 		return false;
 	}
 	fd = pidfd_open_(pr->pid);
 	if (fd < 0 || hca_proc_starttime(pr->pid) != pr->starttime) {
 		if (fd >= 0)
 			close(fd);
-		p->dead = true;
+		atomic_store_explicit(&p->known, (uint64_t)gen << 32 | HCA_PEER_DEAD,
+				      memory_order_release);
 		return false;
 	}
 	p->pidfd = fd;
-	ev.data.u64 = 0x100000000ULL | slot;
+	/* the gen in the tag: an event of a closed pidfd, already taken
+	 * by epoll_wait, must not kill the slot's next incarnation */
+	ev.data.u64 = HCA_PEER_TAG | (uint64_t)gen << 16 | slot;
 	epoll_ctl(dev->epfd, EPOLL_CTL_ADD, fd, &ev);
+	atomic_store_explicit(&p->known, (uint64_t)gen << 32 | HCA_PEER_OPEN,
+			      memory_order_release);
 	return true;
 }
 
 bool hca_peer_alive(struct hca_dev *dev, uint16_t slot, uint32_t gen)
 {
 	struct hca_peer *p = &dev->peers[slot];
+	const uint64_t open = (uint64_t)gen << 32 | HCA_PEER_OPEN;
 	bool ok;
 
 	if (slot == dev->slot)
 		return gen == dev->gen;
-	if (p->gen == gen && p->pidfd >= 0)
-		return !__atomic_load_n(&p->dead, __ATOMIC_ACQUIRE);
+	/* the common case: a pidfd watches this incarnation */
+	if (atomic_load_explicit(&p->known, memory_order_acquire) == open)
+		return true;
 	pthread_mutex_lock(&dev->lock);
-	ok = (p->gen == gen && p->pidfd >= 0) ? !p->dead : peer_open(dev, slot, gen);
+	ok = atomic_load_explicit(&p->known, memory_order_relaxed) == open ||
+	     peer_open(dev, slot, gen);
 	pthread_mutex_unlock(&dev->lock);
 	return ok;
 }
@@ -255,13 +263,16 @@ void hca_dev_reap(struct hca_dev *dev)
 	}
 }
 
-static void peer_died(struct hca_dev *dev, uint16_t slot)
+static void peer_died(struct hca_dev *dev, uint16_t slot, uint32_t gen)
 {
-	uint32_t gen;
-
 	pthread_mutex_lock(&dev->lock);
-	gen = dev->peers[slot].gen;
-	__atomic_store_n(&dev->peers[slot].dead, true, __ATOMIC_RELEASE);
+	if (atomic_load_explicit(&dev->peers[slot].known, memory_order_relaxed) !=
+	    ((uint64_t)gen << 32 | HCA_PEER_OPEN)) {
+		pthread_mutex_unlock(&dev->lock); /* a stale event */
+		return;
+	}
+	atomic_store_explicit(&dev->peers[slot].known, (uint64_t)gen << 32 | HCA_PEER_DEAD,
+			      memory_order_release);
 	if (dev->peers[slot].pidfd >= 0) {
 		epoll_ctl(dev->epfd, EPOLL_CTL_DEL, dev->peers[slot].pidfd, NULL);
 		close(dev->peers[slot].pidfd);
@@ -614,8 +625,9 @@ static void *progress_main(void *arg)
 				dev->link_watched = false;
 				pthread_mutex_unlock(&dev->link_watch_lock);
 				link_wake(dev);
-			} else if (tag & 0x100000000ULL) {
-				peer_died(dev, (uint16_t)(tag & 0xffff));
+			} else if (tag & HCA_PEER_TAG) {
+				peer_died(dev, (uint16_t)(tag & 0xffff),
+					  (uint32_t)(tag >> 16));
 			}
 		}
 	}

@@ -25,11 +25,21 @@
 #include "ring.h"
 #include "seg.h"
 
-/* A peer process as this process knows it: its pidfd, opened once. */
+/*
+ * A peer process as this process knows it: its pidfd, opened once.
+ * `known` packs the slot generation the verdict is about with the verdict
+ * (gen << 32 | HCA_PEER_OPEN or HCA_PEER_DEAD; 0: nothing known), so that
+ * a reader without dev->lock sees both from one load, never the gen of one
+ * incarnation with the verdict of another. Written only under dev->lock,
+ * with release stores; read by hca_peer_alive's fast path (any thread)
+ * with an acquire load. `pidfd` is read and written only under dev->lock
+ * (and by dev_free once the progress thread has stopped).
+ */
+#define HCA_PEER_OPEN 1ULL  /* a pidfd watches it: alive until it fires */
+#define HCA_PEER_DEAD 2ULL
 struct hca_peer {
-	uint32_t gen;
-	int pidfd;              /* -1 when not opened */
-	bool dead;
+	_Atomic uint64_t known;
+	int pidfd;              /* -1 when not opened, -2 known dead */
 };
 
 /* Largest datagram: BTH + headers + a 4096-byte MTU payload + ICRC. */

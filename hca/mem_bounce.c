@@ -85,11 +85,18 @@ void hca_bounce_serve(struct hca_dev *dev)
 static bool target_gone(struct hca_dev *dev, uint16_t slot, uint32_t gen)
 {
 	struct hca_proc *p = &dev->seg->procs[slot];
-	struct pollfd pf = { .fd = dev->peers[slot].pidfd, .events = POLLIN };
+	struct pollfd pf = { .events = POLLIN };
+	bool gone;
 
 	if (atomic_load(&p->state) != HCA_PROC_LIVE || p->gen != gen)
 		return true;
-	return pf.fd < 0 || poll(&pf, 1, 0) != 0;
+	/* under dev->lock: the progress thread may close the pidfd (a
+	 * death), and the number be reused, between our read and the poll */
+	pthread_mutex_lock(&dev->lock);
+	pf.fd = dev->peers[slot].pidfd;
+	gone = pf.fd < 0 || poll(&pf, 1, 0) != 0;
+	pthread_mutex_unlock(&dev->lock);
+	return gone;
 }
 
 static int bounce_wait(struct hca_dev *dev, struct hca_bounce *b, uint16_t slot,

@@ -14,6 +14,7 @@
  *              peer's modex entry; peers of other jobs too: spawn,
  *              connect/accept), send / sendi / alloc / free / prepare_src,
  *              the error callback;
+ *   rdma       registration, put / get, flush (libsib's RMA);
  *   frag       send descriptors and their buffers.
  * It includes only Open MPI's headers and <sib.h>: nothing of softib's
  * device or verbs layers.
@@ -106,6 +107,32 @@ int mca_btl_softib_sendi(struct mca_btl_base_module_t *btl,
 			 size_t header_size, size_t payload_size,
 			 uint8_t order, uint32_t flags, mca_btl_base_tag_t tag,
 			 mca_btl_base_descriptor_t **des);
+
+/* btl_softib_rdma.c: registration, put, get, flush */
+size_t mca_btl_softib_handle_size(void);
+struct mca_btl_base_registration_handle_t *mca_btl_softib_register_mem(
+	struct mca_btl_base_module_t *btl, struct mca_btl_base_endpoint_t *endpoint,
+	void *base, size_t size, uint32_t flags);
+int mca_btl_softib_deregister_mem(struct mca_btl_base_module_t *btl,
+				  struct mca_btl_base_registration_handle_t *h);
+int mca_btl_softib_put(struct mca_btl_base_module_t *btl,
+		       struct mca_btl_base_endpoint_t *endpoint, void *local_address,
+		       uint64_t remote_address,
+		       struct mca_btl_base_registration_handle_t *local_handle,
+		       struct mca_btl_base_registration_handle_t *remote_handle,
+		       size_t size, int flags, int order,
+		       mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
+		       void *cbdata);
+int mca_btl_softib_get(struct mca_btl_base_module_t *btl,
+		       struct mca_btl_base_endpoint_t *endpoint, void *local_address,
+		       uint64_t remote_address,
+		       struct mca_btl_base_registration_handle_t *local_handle,
+		       struct mca_btl_base_registration_handle_t *remote_handle,
+		       size_t size, int flags, int order,
+		       mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
+		       void *cbdata);
+int mca_btl_softib_flush(struct mca_btl_base_module_t *btl,
+			 struct mca_btl_base_endpoint_t *endpoint);
 
 /* An Open MPI status for a libsib one. */
 int mca_btl_softib_status(sib_status_t st);

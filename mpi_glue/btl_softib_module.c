@@ -42,6 +42,11 @@ mca_btl_softib_module_t mca_btl_softib_module = {
 		.btl_send = mca_btl_softib_send,
 		.btl_sendi = mca_btl_softib_sendi,
 		.btl_register_error = softib_register_error,
+		.btl_put = mca_btl_softib_put,
+		.btl_get = mca_btl_softib_get,
+		.btl_register_mem = mca_btl_softib_register_mem,
+		.btl_deregister_mem = mca_btl_softib_deregister_mem,
+		.btl_flush = mca_btl_softib_flush,
 	},
 };
 
@@ -78,8 +83,8 @@ int mca_btl_softib_status(sib_status_t st)
  * Defaults before Open MPI's own parameters (btl_softib_eager_limit, ...)
  * are registered over them. Sizes left 0 here are filled at init from
  * libsib's figures for this worker (mca_btl_softib_module_limits), unless
- * the user set them. Send only for now: libsib's interface has no RMA yet,
- * so ob1 moves large messages as a pipeline of sends.
+ * the user set them. With put and get (btl_softib_rdma.c) ob1 moves large
+ * contiguous messages by RDMA read.
  */
 int mca_btl_softib_module_setup(mca_btl_softib_module_t *m)
 {
@@ -92,7 +97,15 @@ int mca_btl_softib_module_setup(mca_btl_softib_module_t *m)
 	b->btl_rdma_pipeline_send_length = 0;
 	b->btl_rdma_pipeline_frag_size = 0;
 	b->btl_min_rdma_pipeline_size = 0;
-	b->btl_flags = MCA_BTL_FLAGS_SEND;
+	b->btl_flags = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_PUT | MCA_BTL_FLAGS_GET |
+		       MCA_BTL_FLAGS_RDMA_FLUSH;
+	b->btl_registration_handle_size = mca_btl_softib_handle_size();
+	/* libsib's put and get take up to 1 GiB, any alignment, and move
+	 * local memory without a registration of ours */
+	b->btl_put_limit = b->btl_get_limit = (size_t)1 << 30;
+	b->btl_put_alignment = b->btl_get_alignment = 0;
+	b->btl_put_local_registration_threshold = SIZE_MAX;
+	b->btl_get_local_registration_threshold = SIZE_MAX;
 	/* ranking among BTLs that reach the same peer with the same
 	 * exclusivity; libsib does not report its link model yet (DESIGN.md
 	 * decision 9 puts it in the softib tool): the figures of

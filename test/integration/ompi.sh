@@ -37,8 +37,8 @@ ompi_softib_setup() {
 # Open MPI 4.1.4: osc rdma over vader crashes in MPI_Compare_and_swap to
 # the calling rank (vader's emulated atomics, open-mpi/ompi#11349), and
 # over tcp alone no one-sided component takes MPI_Win_create by default.
-# softib's BTL has no put/get/atomics yet (libsib has no RMA on main), so
-# osc rdma cannot use it either. Every list gets osc sm (one node) or
+# softib's BTL has put/get but no atomics (docs/mpi.md), so osc rdma does
+# not take it either. Every list gets osc sm (one node) or
 # pt2pt (one-sided over ob1's point-to-point).
 ompi_osc_args() {
 	echo "--mca osc sm,pt2pt"
