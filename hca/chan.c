@@ -92,7 +92,7 @@ struct hca_chan *hca_chan_create(struct hca_ctx *ctx)
 		return NULL;
 	}
 	ch->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (ch->fd < 0)
+	if (ch->fd < 0 || hca_sock_pass_creds(ch->fd))
 		goto err;
 	al = chan_addr(dev, &a, dev->slot, dev->gen, ch->id);
 	if (bind(ch->fd, (struct sockaddr *)&a, al))
@@ -292,7 +292,8 @@ int hca_chan_get_event(struct hca_chan *ch, void **cq_user)
 	for (;;) {
 		/* a datagram is taken with each event, so that the socket
 		 * holds about as many as there are events owed */
-		ssize_t n = recv(ch->fd, &m, sizeof(m), MSG_DONTWAIT);
+		ssize_t n = hca_sock_recv_checked(ch->fd, &m, sizeof(m), MSG_DONTWAIT,
+						  hca_dev_foreign_counter(ch->ctx->dev));
 		int rc = n < 0 ? errno : 0;
 		struct hca_cq *cq;
 

@@ -590,12 +590,21 @@ static void link_paused_tick(struct hca_dev *dev)
 	timers_reclaim(dev);
 }
 
+_Atomic uint64_t *hca_dev_foreign_counter(struct hca_dev *dev)
+{
+	return &dev->seg->procs[dev->slot].foreign_dgrams;
+}
+
 static void drain_doorbell(struct hca_dev *dev)
 {
 	struct hca_db_msg m;
 
-	while (recv(dev->db_fd, &m, sizeof(m), MSG_DONTWAIT) == sizeof(m))
-		hca_db_dispatch(dev, &m);
+	ssize_t n;
+
+	while ((n = hca_sock_recv_checked(dev->db_fd, &m, sizeof(m), MSG_DONTWAIT,
+					  hca_dev_foreign_counter(dev))) >= 0)
+		if (n == sizeof(m))
+			hca_db_dispatch(dev, &m);
 }
 
 /* Peers whose pidfd the epoll set refused: polled at each tick. */
@@ -745,6 +754,9 @@ static int dev_attach(struct hca_dev *dev)
 	dev->db_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (dev->db_fd < 0)
 		return errno;
+	rc = hca_sock_pass_creds(dev->db_fd); /* before the name exists */
+	if (rc)
+		return rc;
 	al = db_addr(dev, &a, dev->slot, dev->gen);
 	if (bind(dev->db_fd, (struct sockaddr *)&a, al))
 		return errno;
@@ -936,10 +948,22 @@ __be64 hca_dev_guid(struct hca_dev *dev)
 	return dev->guid;
 }
 
-ssize_t hca_dev_sysfs_read(struct hca_dev *dev, const char *relpath,
-			   char *buf, size_t size)
+/*
+ * Every sysfs file is a function of the host's network and the user alone
+ * (dev_attr.c), so a read is answered from them without a device: tools
+ * and rdma-core programs read these files often, and opening a device
+ * costs a slot in the segment, a UDP port and a progress thread.
+ */
+ssize_t hca_host_sysfs_read(const char *relpath, char *buf, size_t size)
 {
-	return hca_sysfs_read(&dev->net, dev->guid, relpath, buf, size);
+	struct hca_host_net net;
+	int rc = hca_host_net_probe(&net);
+
+	if (rc) { /* as opening the device would have failed */
+		errno = rc;
+		return -1;
+	}
+	return hca_sysfs_read(&net, hca_node_guid(&net, getuid()), relpath, buf, size);
 }
 
 __be64 hca_host_guid(void)

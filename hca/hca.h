@@ -55,10 +55,9 @@ int hca_dev_query_gid(struct hca_dev *dev, uint8_t port, int index,
 int hca_dev_query_pkey(struct hca_dev *dev, uint8_t port, int index,
 		       uint16_t *pkey);
 __be64 hca_dev_guid(struct hca_dev *dev);
-ssize_t hca_dev_sysfs_read(struct hca_dev *dev, const char *relpath,
-			   char *buf, size_t size);
 /* Device-independent facts, without opening the segment. */
 __be64 hca_host_guid(void);
+ssize_t hca_host_sysfs_read(const char *relpath, char *buf, size_t size);
 
 /* ---- context: the async event queue ---- */
 struct hca_async_ev {

@@ -64,6 +64,7 @@ struct hca_link {
 	uint64_t rx_quiet_until; /* polls skip the sockets until then */
 	_Atomic int rx_peers;   /* peers' sockets that receive */
 	bool rx_connected;      /* they may (SOFTIB_UDP_RX_CONNECTED) */
+	int rcvbuf;             /* SO_RCVBUF asked of receiving sockets */
 	uint32_t ip;            /* our IPv4 address, host order */
 	uint16_t base, port;
 	bool force_udp;         /* SOFTIB_LINK=udp */
@@ -318,6 +319,8 @@ struct hca_swqe {
 	uint32_t first_psn, npkts;
 	uint32_t sent;              /* request packets sent in this pass */
 	uint32_t rd_pkts;           /* READ response packets received */
+	uint32_t rd_asked;          /* READ: asked for up to here in this pass */
+	uint32_t rd_hi;             /* ... and in any pass (the responder took) */
 	uint32_t reasks;            /* asked again, nothing more arriving */
 	uint64_t reask_ns;          /* when last asked again */
 	uint64_t rd_bytes;
@@ -432,7 +435,8 @@ struct hca_msg {
 	const struct hca_ah *ah; /* UD: for the GRH */
 	uint32_t xrc_srqn;       /* XRC: the SRQ the XRCETH names */
 	union ibv_gid sgid;      /* UD: the sender's GID, for the GRH */
-	bool range_only;         /* READ: check the key and range, move nothing */
+	bool range_only;         /* READ, WRITE: check the key and range, move nothing */
+	bool refused;            /* out: the key or range check failed */
 	bool uncounted;          /* one packet of a READ counted already */
 	bool fenced;             /* the caller holds a copy section (fence.c) */
 	bool duplicate;          /* READ: a repeat of one answered already; a
@@ -460,6 +464,12 @@ static inline bool hca_reliable(enum ibv_qp_type t)
 {
 	return t == IBV_QPT_RC || t == IBV_QPT_XRC_SEND || t == IBV_QPT_XRC_RECV;
 }
+
+/* sock_cred.c: datagrams to our abstract names, from our user only */
+int hca_sock_pass_creds(int fd);
+ssize_t hca_sock_recv_checked(int fd, void *buf, size_t len, int flags,
+			      _Atomic uint64_t *foreign);
+_Atomic uint64_t *hca_dev_foreign_counter(struct hca_dev *dev);
 
 /* dev.c */
 int hca_dev_notify(struct hca_dev *dev, uint16_t slot, uint32_t gen,

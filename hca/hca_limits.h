@@ -41,6 +41,11 @@
 #define HCA_MAX_RD_ATOM    16       /* max_qp_rd_atom / max_qp_init_rd_atom */
 #define HCA_MAX_MR_SIZE    (1ULL << 40)
 #define HCA_MAX_MSG_SIZE   (1U << 31)  /* 2 GiB, the IB maximum */
+/* UDP link socket buffers (bytes); the receive one SOFTIB_UDP_RCVBUF */
+#define HCA_UDP_RCVBUF     (4 << 20)
+#define HCA_UDP_SNDBUF     (4 << 20)
+/* UDP responder: a message assembly buffer kept between messages (bytes) */
+#define HCA_RBUF_KEEP      (1 << 20)
 #define HCA_NUM_COMP_VEC   1
 #define HCA_PKEY_TBL_LEN   1
 #define HCA_GID_TBL_LEN    16

@@ -49,12 +49,12 @@ static int peer_socket(struct hca_link *l, uint32_t daddr, uint16_t dport, bool 
 	struct sockaddr_in me = { .sin_family = AF_INET, .sin_port = htons(l->port),
 				  .sin_addr.s_addr = htonl(INADDR_ANY) };
 	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	int pmtu = IP_PMTUDISC_DO, buf = 4 << 20, none = 0, one = 1;
+	int pmtu = IP_PMTUDISC_DO, buf = l->rcvbuf, snd = HCA_UDP_SNDBUF, none = 0, one = 1;
 
 	if (fd < 0)
 		return -1;
 	setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
-	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &snd, sizeof(snd));
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	*rx = l->rx_connected && l->rx_epfd >= 0 && !bind(fd, (struct sockaddr *)&me, sizeof(me));
 	/* receiving: the bound socket's buffer; else keep the queue small */

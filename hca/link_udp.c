@@ -52,11 +52,21 @@ static uint16_t qpn_port(const struct hca_link *l, uint32_t qpn)
 	return (uint16_t)(l->base + (((qpn >> 16) - 1) & 0xff));
 }
 
+/* SOFTIB_UDP_RCVBUF (bytes, 64 KiB .. 1 GiB), else HCA_UDP_RCVBUF. */
+static int rcvbuf_wanted(void)
+{
+	const char *s = getenv("SOFTIB_UDP_RCVBUF");
+	long v = s ? strtol(s, NULL, 0) : 0;
+
+	return v >= (64 << 10) && v <= (1L << 30) ? (int)v : HCA_UDP_RCVBUF;
+}
+
 static int link_socket(struct hca_link *l)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(l->port),
 				 .sin_addr.s_addr = htonl(INADDR_ANY) };
-	int buf = 4 << 20;
+	int buf = l->rcvbuf, snd = HCA_UDP_SNDBUF, got = 0;
+	socklen_t gl = sizeof(got);
 
 	l->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (l->fd < 0)
@@ -67,7 +77,13 @@ static int link_socket(struct hca_link *l)
 
 	setsockopt(l->fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
 	setsockopt(l->fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
-	setsockopt(l->fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+	setsockopt(l->fd, SOL_SOCKET, SO_SNDBUF, &snd, sizeof(snd));
+	/* the kernel grants at most net.core.rmem_max (and reports twice
+	 * what it grants, its bookkeeping included): a smaller buffer drops
+	 * bursts, so what was granted is published for softib status */
+	if (!getsockopt(l->fd, SOL_SOCKET, SO_RCVBUF, &got, &gl))
+		atomic_store(&l->cnt->rcvbuf_got, (uint64_t)got / 2);
+	atomic_store(&l->cnt->rcvbuf_want, (uint64_t)buf);
 	if (bind(l->fd, (struct sockaddr *)&a, sizeof(a))) {
 		int err = errno;
 		close(l->fd);
@@ -112,6 +128,7 @@ int hca_link_init(struct hca_dev *dev)
 	l->base = port_base();
 	l->port = (uint16_t)(l->base + dev->slot);
 	l->force_udp = force && !strcmp(force, "udp");
+	l->rcvbuf = rcvbuf_wanted();
 	rxc = getenv("SOFTIB_UDP_RX_CONNECTED");
 	l->rx_connected = rxc ? strcmp(rxc, "0") != 0 : HCA_RX_CONNECTED_DEFAULT;
 	if ((rc = hca_mutex_init(&l->rx_lock)) || (rc = hca_mutex_init(&l->tx_lock)) ||

@@ -39,11 +39,16 @@ static int wr_check(struct hca_qp *qp, const struct ibv_send_wr *wr)
 		return EINVAL;
 	if (qp->type == IBV_QPT_UD && !wr->wr.ud.ah)
 		return EINVAL;
+	for (int i = 0; i < wr->num_sge; i++)
+		len += wr->sg_list[i].length;
+	/* the port's max_msg_sz, whichever link carries the message: the
+	 * UDP link's header (DMA length) and the responders' buffers are
+	 * bounded by it, and the host link must not accept more */
+	if (len > HCA_MAX_MSG_SIZE)
+		return EINVAL;
 	if (wr->send_flags & IBV_SEND_INLINE) {
 		if (op->flags & (HCA_OPF_READ | HCA_OPF_ATOMIC))
 			return EINVAL; /* nothing to send inline */
-		for (int i = 0; i < wr->num_sge; i++)
-			len += wr->sg_list[i].length;
 		if (len > qp->cap.max_inline_data)
 			return EINVAL;
 	}
@@ -62,6 +67,7 @@ static void wr_queue(struct hca_qp *qp, const struct ibv_send_wr *wr)
 	w->psn_set = w->done = false;
 	w->sent = 0;
 	w->rd_pkts = 0;
+	w->rd_asked = w->rd_hi = 0;
 	w->reasks = 0;
 	w->reask_ns = 0;
 	w->rd_bytes = 0;
@@ -262,6 +268,10 @@ static enum ibv_wc_status build_msg(struct hca_qp *qp, struct hca_swqe *w,
 		m->rkey = w->wr.wr.rdma.rkey;
 	}
 	if (qp->type == IBV_QPT_UD) {
+		/* an AH serves the QPs of its own PD only (ibv_poll_cq(3):
+		 * Local QP Operation Error) */
+		if (w->ah.pd_id != qp->pd->id)
+			return IBV_WC_LOC_QP_OP_ERR;
 		if (w->total_len > hca_path_mtu_bytes(qp))
 			return IBV_WC_LOC_LEN_ERR;
 		m->dst_qpn = w->wr.wr.ud.remote_qpn;

@@ -317,6 +317,7 @@ static enum hca_resp_status resp_recv(struct resp_ctx *r, bool carries_data)
 /* A remote access violation: RC NAKs and errs; UC drops silently. */
 static enum hca_resp_status resp_access_error(struct resp_ctx *r)
 {
+	r->m->refused = true;
 	if (!hca_reliable(r->m->type)) {
 		HCA_COUNT_DROP(r->e, HCA_DROP_ACCESS);
 		return HCA_RESP_ACK;
@@ -334,6 +335,8 @@ static enum hca_resp_status resp_write(struct resp_ctx *r)
 
 	if (!rkey_check(r, m->len, &va))
 		return resp_access_error(r);
+	if (m->range_only) /* the UDP responder, before it buffers (udp_resp.c) */
+		return HCA_RESP_ACK;
 	/* WRITE_WITH_IMM needs its receive WQE before any byte lands */
 	if ((r->op->flags & HCA_OPF_IMM)) {
 		uint32_t srq_idx;

@@ -3,6 +3,7 @@
  * process slots. Layout and rules are in seg.h.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,6 +174,20 @@ static size_t seg_new_len(void)
 	return seg_hdr_len() + heap;
 }
 
+/*
+ * /dev/shm is writable by all: another user may have made a file of our
+ * segment's name before us. Only a file of our own, that no one else can
+ * open, is the segment; anything else is refused (never mapped: its
+ * maker would read and write every queue we put in it).
+ */
+static bool seg_file_ours(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+	       st.st_uid == geteuid() && !(st.st_mode & 077);
+}
+
 static int seg_try_map(const char *name, size_t *lenp, struct hca_seg **out)
 {
 	size_t len = seg_new_len();
@@ -193,6 +208,10 @@ static int seg_try_map(const char *name, size_t *lenp, struct hca_seg **out)
 		fd = shm_open(name, O_RDWR, 0600);
 		if (fd < 0)
 			return errno;
+		if (!seg_file_ours(fd)) {
+			close(fd);
+			return EACCES;
+		}
 		/* the creator may not have sized it yet; its heap size is
 		 * its host's RAM, so take the size it chose */
 		for (int i = 0; i < 2000; i++) {

@@ -75,6 +75,10 @@ struct hca_link_counters {
 	_Atomic uint64_t tx_pkts, rx_pkts, tx_errors;
 	_Atomic uint64_t bad[8];             /* by enum hca_wire_err */
 	_Atomic uint64_t unknown_qp;
+	/* the bound socket's receive buffer: asked (SOFTIB_UDP_RCVBUF) and
+	 * granted (the kernel clamps to net.core.rmem_max), in bytes; set
+	 * once at link start, shown by softib status */
+	_Atomic uint64_t rcvbuf_want, rcvbuf_got;
 };
 
 /* A process slot. Written under seg->lock; state read lock-free. */
@@ -86,6 +90,9 @@ struct hca_proc {
 	uint64_t freed_ns;     /* when the slot was last freed (delayed reuse) */
 	uint64_t bounce_off;   /* its bounce mailbox (mem_bounce.c), 0 if none */
 	struct hca_link_counters link;
+	/* datagrams from another user dropped at our doorbell and channels
+	 * (sock_cred.c); written by the slot's process, read by softib */
+	_Atomic uint64_t foreign_dgrams;
 };
 
 /*

@@ -248,13 +248,44 @@ static enum ibv_wc_status packetize(struct hca_qp *qp, struct hca_swqe *w,
 	start = w->sent;
 	end = start + budget < n ? start + budget : n;
 	fill_request_hdr(qp, w, &h);
-	if (w->wr.opcode == IBV_WR_RDMA_READ && w->rd_pkts) {
-		/* a READ asked again asks only for what has not arrived, as
-		 * the spec allows: at the PSN of its first missing response,
-		 * from that offset (whole MTUs arrived before it) */
-		resume = w->rd_pkts;
-		h.va += w->rd_bytes;
-		h.dmalen -= (uint32_t)w->rd_bytes;
+	if (w->wr.opcode == IBV_WR_RDMA_READ) {
+		/*
+		 * A READ asks for its responses a window at a time: each
+		 * request asks, at the PSN of the first response not yet
+		 * asked for (or, asked again, not yet arrived — the spec
+		 * allows asking for the rest only) and from that offset
+		 * (whole MTUs before it), for no more packets than the
+		 * window has room for. The responder's packets in flight
+		 * are then bounded by our window as our own are; one
+		 * request for a whole 2 GiB READ would have it send 2 M
+		 * packets at once, into a socket buffer of a few thousand.
+		 */
+		uint32_t ask, left;
+
+		uint32_t half = hca_udp_window(qp) / 2;
+
+		if (w->rd_asked < w->rd_pkts)
+			w->rd_asked = w->rd_pkts;
+		resume = w->rd_asked;
+		/* asked again, not past what was asked before: the responder
+		 * answers a repeat without moving its expected PSN, and a
+		 * request past it would find a sequence gap */
+		left = (resume < w->rd_hi ? w->rd_hi : w->npkts) - resume;
+		ask = left < budget ? left : budget;
+		/* with part of it still arriving, the next part is asked for
+		 * once half a window is free (or the rest fits): not one
+		 * request per response */
+		if (!capture_only && resume > w->rd_pkts && ask < half && ask < left)
+			return IBV_WC_SUCCESS;
+		h.va += (uint64_t)resume * mtu;
+		h.dmalen -= resume * mtu;
+		if (h.dmalen > (uint64_t)ask * mtu)
+			h.dmalen = ask * mtu;
+		if (!capture_only) {
+			w->rd_asked = resume + ask;
+			if (w->rd_hi < w->rd_asked)
+				w->rd_hi = w->rd_asked;
+		}
 	}
 	for (uint32_t i = w->sent; i < end; i++) {
 		size_t plen = hca_udp_needs_response(w) ? 0 :
@@ -299,9 +330,13 @@ static enum ibv_wc_status packetize(struct hca_qp *qp, struct hca_swqe *w,
 			hca_link_batch_add(qp->dev, &batch, qp->udp_daddr, pkt, hl, plen);
 	}
 	hca_link_batch_flush(qp->dev, &batch);
-	if (!capture_only) {
+	if (!capture_only && w->wr.opcode == IBV_WR_RDMA_READ) {
+		/* asked in full: the WQEs after it may go */
+		w->sent = w->rd_asked == w->npkts ? 1 : 0;
+		qp->send_psn = hca_psn_add(w->first_psn, (int32_t)w->rd_asked);
+	} else if (!capture_only) {
 		w->sent = end;
-		/* a READ's responses take the PSNs after its request */
+		/* an atomic's response takes the PSN after its request */
 		qp->send_psn = hca_psn_add(w->first_psn,
 					   (int32_t)(end == n ? w->npkts : end));
 	}
@@ -389,16 +424,22 @@ void hca_udp_rewind(struct hca_qp *qp)
 	struct hca_swqe *head;
 	int32_t done;
 
-	for (uint32_t i = qp->sq_head; i != qp->sq_tail; i++)
+	for (uint32_t i = qp->sq_head; i != qp->sq_tail; i++) {
 		SQ_SLOT(qp, i)->sent = 0;
+		SQ_SLOT(qp, i)->rd_asked = SQ_SLOT(qp, i)->rd_pkts; /* the rest again */
+	}
 	qp->sq_next = qp->sq_head;
 	if (qp->sq_head == qp->sq_tail || !SQ_SLOT(qp, qp->sq_head)->psn_set)
 		return;
 	head = SQ_SLOT(qp, qp->sq_head);
 	qp->send_psn = hca_psn_add(head->first_psn, (int32_t)head->rd_pkts);
 	/* the READ responses that arrived are acknowledged, whatever a stale
-	 * NAK said: the READ is asked again from after them */
-	if (head->rd_pkts && hca_psn_cmp(qp->acked_psn, hca_psn_add(qp->send_psn, -1)) < 0)
+	 * NAK said: the READ is asked again from after them; and those that
+	 * did not, are not, whatever a NAK or ACK inside its PSNs said (a
+	 * READ asked for in parts: a part's request lost, the responder NAKs
+	 * at it) — or nothing would be in flight, no timer would run */
+	if (head->wr.opcode == IBV_WR_RDMA_READ && !head->done &&
+	    (head->rd_pkts || hca_psn_cmp(qp->acked_psn, hca_psn_add(qp->send_psn, -1)) > 0))
 		qp->acked_psn = hca_psn_add(qp->send_psn, -1);
 	done = hca_psn_diff(hca_psn_add(qp->acked_psn, 1), head->first_psn);
 	if (!hca_udp_needs_response(head) && done > 0 && done < (int32_t)head->npkts) {

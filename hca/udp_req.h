@@ -15,6 +15,19 @@
 #define SQ_SLOT(qp, i) (&(qp)->sq[(i) & ((qp)->cap.max_send_wr - 1)])
 
 bool hca_udp_needs_response(const struct hca_swqe *w);
+
+/*
+ * The end of the WQEs with packets or responses in flight: sq_next, and
+ * one more when the WQE there is a READ asked for in part (udp_req.c
+ * keeps it at sq_next until it is asked for whole).
+ */
+static inline uint32_t hca_udp_flight_end(const struct hca_qp *qp)
+{
+	const struct hca_swqe *w = SQ_SLOT(qp, qp->sq_next);
+
+	return qp->sq_next != qp->sq_tail && w->psn_set &&
+	       w->wr.opcode == IBV_WR_RDMA_READ && w->rd_hi ? qp->sq_next + 1 : qp->sq_next;
+}
 uint32_t hca_udp_window(struct hca_qp *qp);
 void hca_udp_rewind(struct hca_qp *qp);
 void hca_udp_go_back(struct hca_qp *qp);

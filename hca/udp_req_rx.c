@@ -12,7 +12,9 @@
 
 static struct hca_swqe *wqe_of_psn(struct hca_qp *qp, uint32_t psn, uint32_t *index)
 {
-	for (uint32_t i = qp->sq_head; i != qp->sq_next; i++) {
+	uint32_t end = hca_udp_flight_end(qp);
+
+	for (uint32_t i = qp->sq_head; i != end; i++) {
 		struct hca_swqe *w = SQ_SLOT(qp, i);
 
 		if (hca_psn_diff(psn, w->first_psn) >= 0 &&
@@ -263,7 +265,7 @@ static void nak(struct hca_qp *qp, const struct hca_wire_hdr *h)
 	 * stays completed.
 	 */
 	if ((kind == HCA_AETH_RNR_NAK || v == HCA_NAK_PSN_SEQ_ERR) &&
-	    qp->sq_head != qp->sq_next) {
+	    qp->sq_head != hca_udp_flight_end(qp)) {
 		struct hca_swqe *head = SQ_SLOT(qp, qp->sq_head);
 		int32_t at = hca_psn_diff(h->psn, head->first_psn);
 
@@ -275,7 +277,7 @@ static void nak(struct hca_qp *qp, const struct hca_wire_hdr *h)
 		HCA_COUNT(qp->ent, rnr_rcvd);
 	else
 		HCA_COUNT(qp->ent, naks_rcvd);
-	if (qp->sq_head == qp->sq_next)
+	if (qp->sq_head == hca_udp_flight_end(qp))
 		return; /* nothing of ours in flight: a stale or forged NAK */
 	/* NAKs that move nothing forward, many in a row, mean a responder and
 	 * a requester that disagree (a forged or broken stream): give up as

@@ -66,25 +66,51 @@ static void send_ack(struct hca_qp *qp, uint32_t daddr, uint32_t psn, uint8_t ki
 static bool is_first(uint8_t pos) { return pos & HCA_POS_FIRST; }
 static bool is_last(uint8_t pos) { return pos & HCA_POS_LAST; }
 
+/* Room for `need` bytes of message in the assembly buffer. */
+static int gather_reserve(struct hca_qp *qp, size_t need)
+{
+	size_t cap = qp->rcap ? qp->rcap : 65536;
+	uint8_t *nb;
+
+	if (need <= qp->rcap)
+		return 0;
+	while (cap < need)
+		cap *= 2;
+	nb = realloc(qp->rbuf, cap);
+	if (!nb)
+		return ENOMEM;
+	qp->rbuf = nb;
+	qp->rcap = cap;
+	return 0;
+}
+
 /* Append a packet's payload to the message being assembled. */
 static int gather_msg(struct hca_qp *qp, const uint8_t *pl, size_t plen)
 {
-	if (qp->rlen + plen > qp->rcap) {
-		size_t cap = qp->rcap ? qp->rcap : 65536;
-		uint8_t *nb;
-
-		while (cap < qp->rlen + plen)
-			cap *= 2;
-		nb = realloc(qp->rbuf, cap);
-		if (!nb)
-			return ENOMEM;
-		qp->rbuf = nb;
-		qp->rcap = cap;
-	}
+	if (gather_reserve(qp, qp->rlen + plen))
+		return ENOMEM;
 	if (plen)
 		memcpy(qp->rbuf + qp->rlen, pl, plen);
 	qp->rlen += plen;
 	return 0;
+}
+
+/*
+ * A message is done with (executed or dropped): the assembly buffer is
+ * kept for the next one up to HCA_RBUF_KEEP, and given back above it, so
+ * that one large message does not leave its size held by the QP for good
+ * (docs/udp.md: messages up to the limit reuse it, larger ones pay a
+ * fresh allocation, small beside moving their bytes).
+ */
+static void gather_done(struct hca_qp *qp)
+{
+	qp->in_msg = false;
+	qp->rlen = 0;
+	if (qp->rcap > HCA_RBUF_KEEP) {
+		free(qp->rbuf);
+		qp->rbuf = NULL;
+		qp->rcap = 0;
+	}
 }
 
 static enum ibv_wr_opcode wr_opcode_of(uint8_t wop)
@@ -174,6 +200,36 @@ static bool length_ok(struct hca_qp *qp, uint8_t pos, size_t plen)
 	if (total > (write ? qp->msg_hdr.dmalen : HCA_MAX_MSG_SIZE))
 		return false;
 	return !is_last(pos) || !write || total == qp->msg_hdr.dmalen;
+}
+
+/*
+ * The first packet of a multi-packet WRITE: its RETH names the key, the
+ * address and the whole length, so the key and the range are checked now,
+ * before a byte is buffered (as hardware checks them before it places
+ * any): a WRITE that would be refused at its last packet is refused at
+ * its first, and does not make us hold up to 2 GiB first. Admitted, its
+ * whole length is reserved at once. The check is repeated when the
+ * message executes (the region may go meanwhile).
+ */
+static enum hca_resp_status write_admit(struct hca_qp *qp, const struct hca_wire_hdr *h,
+					uint32_t saddr)
+{
+	struct hca_msg m;
+	struct iovec iov;
+	enum hca_resp_status st;
+
+	build_msg(qp, h, h, saddr, &m, &iov);
+	m.op = IBV_WR_RDMA_WRITE; /* the key and range only: no immediate yet */
+	m.iovcnt = 0;
+	m.len = h->dmalen;
+	m.range_only = true;
+	m.uncounted = true;
+	st = hca_resp_execute(qp->dev, &m);
+	if (st == HCA_RESP_ACK && m.refused)
+		st = HCA_RESP_DROP; /* UC: refused in silence */
+	if (st == HCA_RESP_ACK && gather_reserve(qp, h->dmalen))
+		st = HCA_RESP_NAK_OP;
+	return st;
 }
 
 /* ---- READ: execute, then answer in MTU-sized response packets ---- */
@@ -294,8 +350,7 @@ static void execute_last(struct hca_qp *qp, const struct hca_wire_hdr *h, uint32
 		m.len = (uint32_t)only_len;
 	}
 	st = hca_resp_execute(qp->dev, &m);
-	qp->in_msg = false;
-	qp->rlen = 0;
+	gather_done(qp);
 	if (st == HCA_RESP_RNR) {
 		/* the message is not taken: the requester sends it all again */
 		qp->epsn = qp->msg_psn;
@@ -328,7 +383,19 @@ static void duplicate(struct hca_qp *qp, const struct hca_wire_hdr *h, uint32_t 
 	uint64_t orig;
 
 	if (wop == HCA_WOP_READ_REQUEST) {
+		uint32_t mtu = hca_path_mtu_bytes(qp);
+		uint32_t end = hca_psn_add(h->psn, h->dmalen ? (int32_t)((h->dmalen + mtu - 1) / mtu) : 1);
+
 		read_respond(qp, h, saddr, true);
+		/* a READ asked for in parts (udp_req.c), asked again from a
+		 * lost response on, may run past a part whose request was
+		 * lost: what it asks beyond our expected PSN is answered now,
+		 * so it is taken as received, or the requester's next part
+		 * would find a gap behind it and never be answered */
+		if (hca_psn_cmp(end, qp->epsn) > 0) {
+			qp->epsn = end;
+			qp->msn = (qp->msn + 1) & 0xffffff;
+		}
 	} else if (wop == HCA_WOP_COMPARE_SWAP || wop == HCA_WOP_FETCH_ADD) {
 		if (replayed(qp, h->psn, &orig))
 			atomic_ack(qp, saddr, h->psn, orig);
@@ -357,6 +424,7 @@ static void reliable_rx(struct hca_qp *qp, const struct hca_wire_hdr *h,
 	const struct hca_wire_op_info *oi = hca_wire_op(h->opcode);
 	int32_t d = hca_psn_diff(h->psn, qp->epsn);
 	uint8_t wop = h->opcode & 0x1f;
+
 
 	if (d < 0) {
 		HCA_COUNT_DROP(qp->ent, HCA_DROP_PSN);
@@ -397,9 +465,19 @@ static void reliable_rx(struct hca_qp *qp, const struct hca_wire_hdr *h,
 	}
 	if (!length_ok(qp, oi->pos, plen)) {
 		HCA_COUNT_DROP(qp->ent, HCA_DROP_LENGTH);
-		qp->in_msg = false;
+		gather_done(qp);
 		nak_for(qp, saddr, h->psn, HCA_RESP_NAK_INV);
 		return;
+	}
+	if (is_first(oi->pos) && !is_last(oi->pos) && is_write(h->opcode)) {
+		enum hca_resp_status st = write_admit(qp, h, saddr);
+
+		if (st != HCA_RESP_ACK) {
+			gather_done(qp);
+			if (st != HCA_RESP_DROP)
+				nak_for(qp, saddr, h->psn, st);
+			return;
+		}
 	}
 	qp->epsn = hca_psn_add(qp->epsn, 1);
 	if (is_first(oi->pos) && is_last(oi->pos)) {
@@ -409,6 +487,7 @@ static void reliable_rx(struct hca_qp *qp, const struct hca_wire_hdr *h,
 		return;
 	}
 	if (gather_msg(qp, pl, plen)) {
+		gather_done(qp);
 		nak_for(qp, saddr, h->psn, HCA_RESP_NAK_OP);
 		return;
 	}
@@ -429,18 +508,24 @@ static void uc_rx(struct hca_qp *qp, const struct hca_wire_hdr *h, const uint8_t
 		qp->msg_hdr = *h;
 		qp->rlen = 0;
 	} else if (!qp->in_msg || h->psn != qp->epsn) {
-		qp->in_msg = false; /* a lost packet: the whole message goes */
+		gather_done(qp); /* a lost packet: the whole message goes */
 		HCA_COUNT_DROP(qp->ent, HCA_DROP_PSN);
 		return;
 	}
 	qp->epsn = hca_psn_add(h->psn, 1);
 	if (!length_ok(qp, oi->pos, plen)) {
 		HCA_COUNT_DROP(qp->ent, HCA_DROP_LENGTH);
-		qp->in_msg = false;
+		gather_done(qp);
+		return;
+	}
+	/* UC: a refused WRITE is dropped in silence, all of it */
+	if (is_first(oi->pos) && !is_last(oi->pos) && is_write(h->opcode) &&
+	    write_admit(qp, h, saddr) != HCA_RESP_ACK) {
+		gather_done(qp);
 		return;
 	}
 	if (gather_msg(qp, pl, plen)) {
-		qp->in_msg = false;
+		gather_done(qp);
 		return;
 	}
 	if (is_last(oi->pos)) {
@@ -449,8 +534,7 @@ static void uc_rx(struct hca_qp *qp, const struct hca_wire_hdr *h, const uint8_t
 
 		build_msg(qp, &qp->msg_hdr, h, saddr, &m, &iov);
 		hca_resp_execute(qp->dev, &m);
-		qp->in_msg = false;
-		qp->rlen = 0;
+		gather_done(qp);
 	}
 }
 

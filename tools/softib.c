@@ -93,6 +93,15 @@ static int view_open(struct view *v)
 		fprintf(stderr, "softib: %s: empty or unreadable\n", v->name);
 		return -1;
 	}
+	/* as the library (seg.c): a file another user made under the name
+	 * is not our segment, and what it says is not shown as ours */
+	if (st.st_uid != geteuid() || (st.st_mode & 077)) {
+		close(fd);
+		fprintf(stderr, "softib: %s: not this user's segment (owner uid %u, "
+			"mode %03o): not read\n", v->name, (unsigned)st.st_uid,
+			(unsigned)(st.st_mode & 0777));
+		return -1;
+	}
 	p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
 	close(fd);
 	if (p == MAP_FAILED) {
@@ -763,6 +772,44 @@ static void print_other_segments(const char *ours)
 	closedir(d);
 }
 
+/*
+ * The UDP receive buffers of the live processes: a buffer the kernel
+ * clamped below what was asked (net.core.rmem_max) drops bursts on the
+ * UDP link, which then shows as retransmissions; say so here, and how to
+ * lift it.
+ */
+static void print_rcvbuf(const struct view *v)
+{
+	uint64_t want = 0, least = UINT64_MAX;
+	int n = 0, clamped = 0;
+
+	for (uint16_t s = 0; s < HCA_MAX_PROCS; s++) {
+		const struct hca_proc *p = &v->seg->procs[s];
+		uint64_t w = atomic_load(&p->link.rcvbuf_want);
+		uint64_t g = atomic_load(&p->link.rcvbuf_got);
+
+		if (atomic_load(&p->state) != HCA_PROC_LIVE || !w)
+			continue;
+		n++;
+		if (g < w) {
+			clamped++;
+			want = w > want ? w : want;
+			least = g < least ? g : least;
+		}
+	}
+	if (!n)
+		return;
+	if (!clamped) {
+		printf("UDP rcvbuf      as asked in every process\n");
+		return;
+	}
+	printf("UDP rcvbuf      CLAMPED in %d of %d process%s: %llu KiB granted, "
+	       "%llu KiB asked\n", clamped, n, n == 1 ? "" : "es",
+	       (unsigned long long)least >> 10, (unsigned long long)want >> 10);
+	printf("                (net.core.rmem_max; raise it: sysctl -w "
+	       "net.core.rmem_max=%llu)\n", (unsigned long long)want);
+}
+
 static void print_segment(const struct view *v, int rc)
 {
 	printf("segment         %s", v->name);
@@ -773,6 +820,8 @@ static void print_segment(const struct view *v, int rc)
 	else
 		printf(" (version %u, %d live process%s)\n", v->seg->version,
 		       live_procs(v->seg), live_procs(v->seg) == 1 ? "" : "es");
+	if (rc == 0)
+		print_rcvbuf(v);
 	print_other_segments(v->name);
 }
 
@@ -829,13 +878,13 @@ static void cnt_row(struct table *t, const struct hca_qp_ent *e, uint32_t qpn)
 static const struct col link_cols[] = {
 	{ "PID", true }, { "TX_PKTS", true }, { "RX_PKTS", true }, { "TX_ERR", true },
 	{ "SHORT", true }, { "VERSION", true }, { "OPCODE", true }, { "LENGTH", true },
-	{ "PAD", true }, { "ICRC", true }, { "NO_QP", true },
+	{ "PAD", true }, { "ICRC", true }, { "NO_QP", true }, { "FOREIGN", true },
 };
 
 static void show_counters(const struct view *v)
 {
 	struct table t = { cnt_cols, 13, NULL, 0, 0 };
-	struct table l = { link_cols, 11, NULL, 0, 0 };
+	struct table l = { link_cols, 12, NULL, 0, 0 };
 
 	FOR_EACH_QP_ENT(v, e) {
 		uint32_t qpn = atomic_load_explicit(&e->qpn, memory_order_acquire);
@@ -858,8 +907,10 @@ static void show_counters(const struct view *v)
 		for (int k = 1; k <= 6; k++)
 			cell(&l, r, 3 + k, "%llu", U64(p->link.bad[k]));
 		cell(&l, r, 10, "%llu", U64(p->link.unknown_qp));
+		cell(&l, r, 11, "%llu", U64(p->foreign_dgrams));
 	}
-	printf("\nUDP link, per process (packets refused by cause)\n");
+	printf("\nUDP link, per process (packets refused by cause; FOREIGN: "
+	       "datagrams from other users dropped at its sockets)\n");
 	table_print(&l, "no process on this host");
 }
 
@@ -880,7 +931,8 @@ static void usage(FILE *f)
 		"  mrs      memory keys\n"
 		"  xrcds    XRC domains\n"
 		"  counters per-QP packets, retransmissions, NAKs, RNR NAKs, drops by\n"
-		"           cause; per-process UDP link packets and refusals by cause\n"
+		"           cause; per-process UDP link packets and refusals by cause,\n"
+		"           datagrams from other users dropped\n"
 		"  sib      libsib workers: endpoints, connections, SRQs, protocol counters\n"
 		"  heap-check  the segment heap checked under the segment lock: blocks\n"
 		"           in use, quarantined, free; none shared, none lost (exit 1 if not)\n"

@@ -7,6 +7,8 @@
  * at most every 500 ms from progress and on sib_worker_publish.
  * Format: one record per line, "kind key=value ...".
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -133,6 +135,31 @@ static void write_stats(sib_worker_t *w, FILE *f)
 		(unsigned long long)w->c.seq_gaps);
 }
 
+/*
+ * The temporary file, new and ours alone (0600, whatever the umask lets
+ * through is narrower): its counters describe this user's traffic. Never
+ * a file someone else made under the name in world-writable /dev/shm
+ * (O_EXCL, O_NOFOLLOW); a stale one of ours (a crash between open and
+ * rename) is removed once.
+ */
+static FILE *stats_tmp_open(const char *tmp)
+{
+	int fd = -1;
+
+	for (int i = 0; i < 2 && fd < 0; i++) {
+		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0 && (errno != EEXIST || unlink(tmp)))
+			break;
+	}
+	if (fd < 0)
+		return NULL;
+	FILE *f = fdopen(fd, "w");
+
+	if (!f)
+		close(fd);
+	return f;
+}
+
 void sib_stats_publish(sib_worker_t *w)
 {
 	char tmp[300];
@@ -148,7 +175,7 @@ void sib_stats_publish(sib_worker_t *w)
 			 tag ? tag : "", (int)getpid(), w->id);
 	}
 	snprintf(tmp, sizeof(tmp), "%s.tmp", w->stats_path);
-	f = fopen(tmp, "w");
+	f = stats_tmp_open(tmp);
 	if (!f)
 		return;
 	write_stats(w, f);

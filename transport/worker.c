@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "sib_int.h"
@@ -163,11 +164,15 @@ static int xrcd_open(sib_worker_t *w)
 		.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
 		.oflags = O_CREAT,
 	};
+	struct stat st;
 
 	snprintf(path, sizeof(path), "/dev/shm/sib-xrcd-%u-%s-%s",
 		 (unsigned)getuid(), tag ? tag : "", w->ctx->job_key);
-	w->xrcd_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	/* a file another user made under the name is not our job's domain */
+	w->xrcd_fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (w->xrcd_fd < 0)
+		return SIB_ERR_IO;
+	if (fstat(w->xrcd_fd, &st) || st.st_uid != geteuid() || (st.st_mode & 077))
 		return SIB_ERR_IO;
 	xa.fd = w->xrcd_fd;
 	w->xrcd = ibv_open_xrcd(w->dev, &xa);

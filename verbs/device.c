@@ -113,18 +113,6 @@ static ssize_t read_real_file(const char *path, char *buf, size_t size)
 	return len;
 }
 
-static ssize_t read_device_file(const char *rel, char *buf, size_t size)
-{
-	struct hca_dev *dev = hca_dev_get();
-	ssize_t len;
-
-	if (!dev)
-		return -1;
-	len = hca_dev_sysfs_read(dev, rel, buf, size);
-	hca_dev_put(dev);
-	return len;
-}
-
 /*
  * As rdma-core's: the file's text with its trailing newline removed and a
  * NUL added, its length returned; -1 when the file cannot be read or its
@@ -147,7 +135,7 @@ int ibv_read_sysfs_file(const char *dir, const char *file, char *buf,
 		return -1;
 	}
 	rel = ibdev_relpath(path);
-	len = rel ? read_device_file(rel, buf, size) :
+	len = rel ? hca_host_sysfs_read(rel, buf, size) :
 		    read_real_file(path, buf, size);
 	if (len < 0)
 		return -1;

@@ -12,6 +12,7 @@
 #include "cu_run.h"
 #include "hca.h"
 #include "hca_int.h" /* hca_resp_execute: a duplicate READ by hand */
+#include "udp_req.h" /* HCA_UDP_WINDOW */
 
 static struct hca_ah test_ah;
 static uint8_t P_timeout = 1; /* RC ACK timeout of the next pair (to_rts) */
@@ -406,6 +407,7 @@ static void test_ud_qkey(void)
 	memset(&test_ah, 0, sizeof(test_ah));
 	test_ah.dlid = pa.lid;
 	test_ah.port_num = 1;
+	test_ah.pd_id = hca_pd_id(P.pd);
 	s.addr = (uintptr_t)P.buf;
 	s.length = 100;
 	s.lkey = P.key;
@@ -423,6 +425,109 @@ static void test_ud_qkey(void)
 	for (int i = 0; i < 2; i++)
 		if (wc[i].wr_id == 7)
 			CU_ASSERT_EQUAL(wc[i].byte_len, 140); /* GRH area + payload */
+	pair_close();
+}
+
+/*
+ * The UDP responder (issue 15 item 9), fed packets directly: a WRITE's
+ * key and range are checked at its first packet, before anything is
+ * buffered, and the assembly buffer of a large message is given back
+ * once the message is done.
+ */
+static void udp_write_pkt(struct hca_qp *qp, uint8_t wop, uint32_t psn, uint64_t va,
+			  uint32_t rkey, uint32_t dmalen, const uint8_t *pl, size_t plen)
+{
+	struct hca_wire_hdr h = { .opcode = (uint8_t)(hca_wire_transport(IBV_QPT_RC) | wop),
+				  .dqpn = qp->qpn, .psn = psn, .va = va, .rkey = rkey,
+				  .dmalen = dmalen };
+
+	hca_udp_resp_rx(qp, &h, pl, plen, 0x7f000001);
+}
+
+static void test_udp_write_refused_before_buffering(void)
+{
+	static uint8_t pkt[1024];
+
+	CU_ASSERT_FATAL(pair_open(IBV_QPT_RC, 7) == 0);
+	/* 64 MiB announced, under a key that is not the region's */
+	udp_write_pkt(P.b, HCA_WOP_WRITE_FIRST, 0, (uintptr_t)P.buf, P.key + 1,
+		      64u << 20, pkt, sizeof(pkt));
+	CU_ASSERT_EQUAL(P.b->rlen, 0);
+	CU_ASSERT_EQUAL(P.b->rcap, 0);
+	CU_ASSERT_EQUAL(atomic_load(&P.b->ent->state), IBV_QPS_ERR); /* NAK'd */
+	pair_close();
+	/* a range past the region's end: the same, with the right key */
+	CU_ASSERT_FATAL(pair_open(IBV_QPT_RC, 7) == 0);
+	udp_write_pkt(P.b, HCA_WOP_WRITE_FIRST, 0, (uintptr_t)P.buf, P.key,
+		      BUF_LEN + 4096, pkt, sizeof(pkt));
+	CU_ASSERT_EQUAL(P.b->rlen, 0);
+	CU_ASSERT_EQUAL(P.b->rcap, 0);
+	CU_ASSERT_EQUAL(atomic_load(&P.b->ent->state), IBV_QPS_ERR);
+	pair_close();
+}
+
+static void test_udp_write_buffer_shrinks(void)
+{
+	const uint32_t len = 4u << 20, mtu = 1024, n = len / mtu;
+	uint8_t *big = aligned_alloc(4096, len), pkt[1024];
+	struct hca_mr *mr;
+
+	CU_ASSERT_FATAL(big != NULL);
+	memset(big, 0, len);
+	CU_ASSERT_FATAL(pair_open(IBV_QPT_RC, 7) == 0);
+	mr = hca_mr_reg(P.pd, big, len, (uintptr_t)big,
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	CU_ASSERT_FATAL(mr != NULL);
+	for (uint32_t i = 0; i < n; i++) {
+		uint8_t wop = i == 0 ? HCA_WOP_WRITE_FIRST :
+			      i + 1 < n ? HCA_WOP_WRITE_MIDDLE : HCA_WOP_WRITE_LAST;
+
+		memset(pkt, (int)(i % 251) + 1, sizeof(pkt));
+		udp_write_pkt(P.b, wop, i, (uintptr_t)big, hca_mr_key(mr), len, pkt, mtu);
+		if (i == 0) /* admitted: its whole length reserved at once */
+			CU_ASSERT(P.b->rcap >= len);
+	}
+	CU_ASSERT_EQUAL(atomic_load(&P.b->ent->state), IBV_QPS_RTS);
+	CU_ASSERT_EQUAL(big[0], 1);
+	CU_ASSERT_EQUAL(big[len - 1], (uint8_t)((n - 1) % 251 + 1));
+	/* done: the 4 MiB buffer is not kept */
+	CU_ASSERT(P.b->rcap <= HCA_RBUF_KEEP);
+	CU_ASSERT_EQUAL(hca_mr_dereg(mr), 0);
+	pair_close();
+	free(big);
+}
+
+/*
+ * A READ over the UDP link larger than the send window (1 MiB at a 1 KiB
+ * MTU: 1,024 responses, window 256) is asked for a window at a time: the
+ * responder never has more of its responses in flight than the window,
+ * and the data arrive whole.
+ */
+static void test_udp_read_windowed(void)
+{
+	const uint32_t len = 1u << 20, n = len / 1024;
+	struct ibv_wc wc;
+	uint64_t reqs, resps;
+
+	setenv("SOFTIB_LINK", "udp", 1);
+	P_timeout = 14; /* 67 ms: the spec's timer, not a test of it */
+	CU_ASSERT_FATAL(pair_open(IBV_QPT_RC, 7) == 0);
+	P_timeout = 1;
+	unsetenv("SOFTIB_LINK");
+	for (uint32_t i = 0; i < len / 2; i++)
+		P.buf[i] = (uint8_t)(i * 7 + 3);
+	/* read the first half into the second */
+	CU_ASSERT_EQUAL(post(P.a, IBV_WR_RDMA_READ, len / 2, len / 2, 0, P.key, 11), 0);
+	CU_ASSERT_EQUAL(poll_n(&wc, 1), 1);
+	CU_ASSERT_EQUAL(wc.status, IBV_WC_SUCCESS);
+	CU_ASSERT(memcmp(P.buf, P.buf + len / 2, len / 2) == 0);
+	reqs = atomic_load(&P.a->ent->cnt.tx_pkts);
+	resps = atomic_load(&P.b->ent->cnt.tx_pkts);
+	CU_ASSERT(resps >= n / 2);
+	/* at least one request per window of responses */
+	CU_ASSERT(reqs >= (n / 2 + HCA_UDP_WINDOW - 1) / HCA_UDP_WINDOW);
+	printf("(%llu requests, %llu responses) ", (unsigned long long)reqs,
+	       (unsigned long long)resps);
 	pair_close();
 }
 
@@ -526,7 +631,13 @@ static int add_suites(void)
 	    !CU_add_test(s, "RC bad lkey: local protection error", test_rc_bad_lkey) ||
 	    !CU_add_test(s, "bad WR: bad_wr points at it", test_bad_wr) ||
 	    !CU_add_test(s, "UD Q_Key mismatch drops", test_ud_qkey) ||
-	    !CU_add_test(s, "XRC send to an SRQ by number", test_xrc_send))
+	    !CU_add_test(s, "XRC send to an SRQ by number", test_xrc_send) ||
+	    !CU_add_test(s, "UDP WRITE: key and range checked before buffering",
+			 test_udp_write_refused_before_buffering) ||
+	    !CU_add_test(s, "UDP WRITE: a large message's buffer given back",
+			 test_udp_write_buffer_shrinks) ||
+	    !CU_add_test(s, "UDP READ asked a window at a time",
+			 test_udp_read_windowed))
 		return -1;
 	return 0;
 }
