@@ -45,15 +45,23 @@ static int cq_publish(struct hca_dev *dev, struct hca_cq *cq, uint32_t cap)
 	uint64_t off, inl_bytes, inl_off = 0;
 	uint32_t idx, nslots, max_len;
 
+	/* an entry holding a ring is not free even without a handle: its
+	 * maker died before publishing it, and the reclaim of its slot frees
+	 * it (hca_reclaim_slot) */
 	for (idx = 1; idx < HCA_MAX_CQ; idx++)
-		if (!atomic_load(&seg->cqs[idx].handle))
+		if (!atomic_load(&seg->cqs[idx].handle) && !seg->cqs[idx].ring_off &&
+		    !seg->cqs[idx].inl_off)
 			break;
 	if (idx == HCA_MAX_CQ)
 		return ENOMEM;
+	struct hca_cq_ent *e = &seg->cqs[idx];
+	e->owner = dev->slot;
+	e->owner_gen = dev->gen;
 	off = hca_heap_alloc(seg, bytes);
 	if (!off)
 		return ENOMEM;
 	hca_ring_init(hca_seg_ptr(seg, off), cap, sizeof(struct hca_cqe));
+	e->ring_off = off; /* from here a death leaves it to the reclaim */
 	/* the inline pool is an accelerator: without room for it the CQ
 	 * still works, its payloads all going by CMA. Pools never take the
 	 * upper half of the heap, nor more than HCA_INL_PROC_POOLS per
@@ -63,18 +71,14 @@ static int cq_publish(struct hca_dev *dev, struct hca_cq *cq, uint32_t cap)
 	    seg->heap_bump + inl_bytes < seg->heap_size / 2 &&
 	    (inl_off = hca_heap_alloc(seg, inl_bytes)))
 		hca_inl_pool_init(hca_seg_ptr(seg, inl_off), nslots, max_len);
-	struct hca_cq_ent *e = &seg->cqs[idx];
-	e->inl_off = inl_off;
 	e->inl_bytes = inl_off ? inl_bytes : 0;
+	e->inl_off = inl_off;
 	atomic_store(&e->ev_pending, 0);
 	if (inl_off) {
 		atomic_fetch_add(&dev->inl_cqs, 1);
 		if (idx + 1 > atomic_load(&dev->inl_cq_hi))
 			atomic_store(&dev->inl_cq_hi, idx + 1);
 	}
-	e->owner = dev->slot;
-	e->owner_gen = dev->gen;
-	e->ring_off = off;
 	e->chan = cq->chan ? cq->chan->id : 0;
 	e->stamp = !!(cq->flags & HCA_CQ_TIMESTAMPS);
 	atomic_store(&e->armed, 0);
@@ -167,14 +171,40 @@ int hca_cq_resize(struct hca_cq *cq, int cqe)
 	hca_ring_init(nr, cap, sizeof(struct hca_cqe));
 	while (hca_ring_pop(cq->ring, &c, sizeof(c)) == 0)
 		hca_ring_push(nr, &c, sizeof(c));
-	hca_heap_free(seg, cq->ent->ring_off, cq->ring_size);
+	/* the entry names the new ring before the old goes: a death between
+	 * loses the old block rather than have it freed twice */
+	uint64_t old_off = cq->ent->ring_off;
 	cq->ent->ring_off = off;
+	hca_heap_free(seg, old_off, cq->ring_size);
 	atomic_store_explicit(&cq->ring, nr, memory_order_release);
 	cq->ring_size = bytes;
 	cq->cqe = (int)cap - 1;
 	hca_seg_unlock(seg);
 	pthread_mutex_unlock(&cq->poll_lock);
 	return 0;
+}
+
+/*
+ * Free a CQ entry's blocks (seg->lock held, its handle already 0): each
+ * offset is cleared before its block is freed, so that a death between
+ * the two loses the block instead of having a reclaim free it twice, and
+ * the entry is free again once both are clear.
+ */
+void hca_cq_ent_free(struct hca_seg *seg, struct hca_cq_ent *e)
+{
+	uint64_t off = e->ring_off, inl = e->inl_off;
+
+	if (off) {
+		struct hca_ring *r = hca_seg_ptr(seg, off);
+		uint64_t bytes = hca_ring_bytes(r->cap, r->stride - 8);
+
+		e->ring_off = 0;
+		hca_heap_free(seg, off, bytes);
+	}
+	if (inl) {
+		e->inl_off = 0;
+		hca_heap_free(seg, inl, e->inl_bytes);
+	}
 }
 
 int hca_cq_destroy(struct hca_cq *cq)
@@ -187,12 +217,9 @@ int hca_cq_destroy(struct hca_cq *cq)
 	hca_seg_lock(seg);
 	atomic_store_explicit(&cq->ent->handle, 0, memory_order_release);
 	dev->cq_tab[cq->idx] = NULL;
-	hca_heap_free(seg, cq->ent->ring_off, cq->ring_size);
-	if (cq->ent->inl_off) {
-		hca_heap_free(seg, cq->ent->inl_off, cq->ent->inl_bytes);
-		cq->ent->inl_off = 0;
+	if (cq->ent->inl_off)
 		atomic_fetch_sub(&dev->inl_cqs, 1);
-	}
+	hca_cq_ent_free(seg, cq->ent);
 	hca_seg_unlock(seg);
 	if (cq->chan)
 		atomic_fetch_sub(&cq->chan->refs, 1);

@@ -28,11 +28,6 @@
 static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct hca_dev *the_dev;
 
-static int pidfd_open_(pid_t pid)
-{
-	return (int)syscall(SYS_pidfd_open, pid, 0);
-}
-
 /* Abstract socket names live in the network namespace: a host. */
 static socklen_t db_addr(struct hca_dev *dev, struct sockaddr_un *a, uint16_t slot,
 			 uint32_t gen)
@@ -58,6 +53,14 @@ int hca_dev_notify(struct hca_dev *dev, uint16_t slot, uint32_t gen,
 
 /* ---- peers ---- */
 
+/* The epoll tag of a peer's pidfd: the slot and the generation watched. */
+#define PEER_TAG 0x8000000000000000ULL
+
+static uint64_t peer_tag(uint16_t slot, uint32_t gen)
+{
+	return PEER_TAG | (uint64_t)gen << 16 | slot;
+}
+
 static void peer_close(struct hca_dev *dev, uint16_t slot)
 {
 	struct hca_peer *p = &dev->peers[slot];
@@ -68,54 +71,91 @@ static void peer_close(struct hca_dev *dev, uint16_t slot)
 	}
 	p->pidfd = -1;
 	p->gen = 0;
-	p->dead = false;
+	__atomic_store_n(&p->dead, false, __ATOMIC_RELEASE);
 }
 
 /*
- * Open a pidfd on the slot's process and check, through its start time,
- * that the pid still names that process: from then on the pidfd tells us
- * when it dies, and a dead peer's pid is never used again.
- * Called with dev->lock held.
+ * The process of (slot, gen) as the slot records it: its pid and start
+ * time, read so that they are that generation's (a seqlock read: the slot
+ * may be reclaimed and taken again while we read). False: that
+ * generation is no longer the slot's — it was reclaimed, which only
+ * proof of its death (or its own close) does.
  */
-static bool peer_open(struct hca_dev *dev, uint16_t slot, uint32_t gen)
+static bool slot_read(struct hca_seg *seg, uint16_t slot, uint32_t gen, pid_t *pid,
+		      uint64_t *start)
 {
-	struct hca_proc *pr = &dev->seg->procs[slot];
-	struct hca_peer *p = &dev->peers[slot];
-	struct epoll_event ev = { .events = EPOLLIN };
-	int fd;
+	struct hca_proc *pr = &seg->procs[slot];
 
-	peer_close(dev, slot);
-	p->gen = gen;
-	if (atomic_load(&pr->state) != HCA_PROC_LIVE || pr->gen != gen) {
-		p->dead = true;
+	if (atomic_load_explicit(&pr->state, memory_order_acquire) != HCA_PROC_LIVE ||
+	    pr->gen != gen)
 		return false;
-	}
-	fd = pidfd_open_(pr->pid);
-	if (fd < 0 || hca_proc_starttime(pr->pid) != pr->starttime) {
-		if (fd >= 0)
-			close(fd);
-		p->dead = true;
-		return false;
-	}
-	p->pidfd = fd;
-	ev.data.u64 = 0x100000000ULL | slot;
-	epoll_ctl(dev->epfd, EPOLL_CTL_ADD, fd, &ev);
-	return true;
+	*pid = pr->pid;
+	*start = pr->starttime;
+	atomic_thread_fence(memory_order_acquire);
+	return atomic_load_explicit(&pr->state, memory_order_relaxed) == HCA_PROC_LIVE &&
+	       pr->gen == gen;
 }
 
-bool hca_peer_alive(struct hca_dev *dev, uint16_t slot, uint32_t gen)
+/*
+ * Check (slot, gen) with a pidfd of its own: from then on the pidfd tells
+ * us when it dies, in the progress thread's epoll set. Called with
+ * dev->lock held. HCA_LIVE_UNKNOWN (no file descriptor to spare, /proc
+ * unreadable) leaves everything as it was, and the membership scan asks
+ * again at its next tick.
+ */
+static enum hca_live peer_open(struct hca_dev *dev, uint16_t slot, uint32_t gen)
 {
 	struct hca_peer *p = &dev->peers[slot];
-	bool ok;
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = peer_tag(slot, gen) };
+	enum hca_live v;
+	uint64_t start;
+	pid_t pid;
+	int fd;
+
+	if (!slot_read(dev->seg, slot, gen, &pid, &start))
+		return HCA_LIVE_DEAD; /* another generation's now: not our cache's */
+	v = hca_proc_watch(pid, start, &fd);
+	if (v == HCA_LIVE_UNKNOWN) {
+		dev->rescan = true;
+		return v;
+	}
+	peer_close(dev, slot);
+	p->gen = gen;
+	if (v == HCA_LIVE_DEAD) {
+		__atomic_store_n(&p->dead, true, __ATOMIC_RELEASE);
+		p->pidfd = -2; /* known dead, no fd */
+		return v;
+	}
+	p->pidfd = fd;
+	if (dev->epfd >= 0)
+		epoll_ctl(dev->epfd, EPOLL_CTL_ADD, fd, &ev);
+	return v;
+}
+
+/* Is (slot, gen) alive, dead, or can we not tell now? */
+static enum hca_live peer_check(struct hca_dev *dev, uint16_t slot, uint32_t gen)
+{
+	struct hca_peer *p = &dev->peers[slot];
+	enum hca_live v;
 
 	if (slot == dev->slot)
-		return gen == dev->gen;
-	if (p->gen == gen && p->pidfd >= 0)
-		return !__atomic_load_n(&p->dead, __ATOMIC_ACQUIRE);
+		return gen == dev->gen ? HCA_LIVE_YES : HCA_LIVE_DEAD;
+	if (p->gen == gen && p->pidfd != -1)
+		return __atomic_load_n(&p->dead, __ATOMIC_ACQUIRE) ? HCA_LIVE_DEAD
+								    : HCA_LIVE_YES;
 	pthread_mutex_lock(&dev->lock);
-	ok = (p->gen == gen && p->pidfd >= 0) ? !p->dead : peer_open(dev, slot, gen);
+	if (p->gen == gen && p->pidfd != -1)
+		v = p->dead ? HCA_LIVE_DEAD : HCA_LIVE_YES;
+	else
+		v = peer_open(dev, slot, gen);
 	pthread_mutex_unlock(&dev->lock);
-	return ok;
+	return v;
+}
+
+/* Alive, and its pid vouched for by a pidfd (memory may be reached). */
+bool hca_peer_alive(struct hca_dev *dev, uint16_t slot, uint32_t gen)
+{
+	return peer_check(dev, slot, gen) == HCA_LIVE_YES;
 }
 
 pid_t hca_peer_pid(struct hca_dev *dev, uint16_t slot, uint32_t gen)
@@ -125,110 +165,40 @@ pid_t hca_peer_pid(struct hca_dev *dev, uint16_t slot, uint32_t gen)
 	return dev->seg->procs[slot].pid;
 }
 
-/* ---- reclaiming a dead process's objects ---- */
+/* ---- noticing deaths: reclaim (reclaim.c) whoever notices first ---- */
 
-struct reclaim_arg {
-	uint16_t slot;
-	uint32_t gen;
-};
-
-static void reclaim_qp(struct hca_seg *seg, struct hca_qp_ent *e, void *arg)
-{
-	const struct reclaim_arg *a = arg;
-
-	/* XRC targets are the domain's: hca_xrc_reclaim drops the bit */
-	if (e->owner == a->slot && e->owner_gen == a->gen && e->type != IBV_QPT_XRC_RECV)
-		hca_qp_ent_free(seg, e, 0);
-}
-
-static void reclaim_qps(struct hca_seg *seg, uint16_t slot, uint32_t gen)
-{
-	struct reclaim_arg a = { slot, gen };
-
-	/* a process's QPs are in its slot's pages only */
-	hca_qp_ent_each(seg, ((uint32_t)slot + 1) << (HCA_QPN_K_BITS - HCA_QP_PAGE_BITS),
-			HCA_QP_PER_PROC / HCA_QP_PAGE, reclaim_qp, &a);
-	hca_xrc_reclaim(seg, slot);
-}
-
-static void reclaim_rest(struct hca_seg *seg, uint16_t slot, uint32_t gen)
-{
-	for (uint32_t i = 0; i < HCA_MAX_CQ; i++) {
-		struct hca_cq_ent *e = &seg->cqs[i];
-		if (atomic_load(&e->handle) && e->owner == slot && e->owner_gen == gen) {
-			struct hca_ring *r = hca_seg_ptr(seg, e->ring_off);
-			atomic_store_explicit(&e->handle, 0, memory_order_release);
-			hca_heap_free(seg, e->ring_off, hca_ring_bytes(r->cap, r->stride - 8));
-			if (e->inl_off) /* its inline pool (cq_inline.c) */
-				hca_heap_free(seg, e->inl_off, e->inl_bytes);
-			e->inl_off = 0;
-		}
-	}
-	for (uint32_t i = 0; i < HCA_MAX_SRQ; i++) {
-		struct hca_srq_ent *e = &seg->srqs[i];
-		if (atomic_load(&e->handle) && e->owner == slot && e->owner_gen == gen) {
-			struct hca_ring *r = hca_seg_ptr(seg, e->ring_off);
-			atomic_store_explicit(&e->handle, 0, memory_order_release);
-			hca_heap_free(seg, e->ring_off, hca_ring_bytes(r->cap, r->stride - 8));
-		}
-	}
-	for (uint32_t i = 0; i < HCA_MAX_MR; i++) {
-		struct hca_mr_ent *e = &seg->mrs[i];
-		if (atomic_load(&e->key) && e->owner == slot && e->owner_gen == gen)
-			atomic_store_explicit(&e->key, 0, memory_order_release);
-	}
-}
-
-/* Whoever notices a death first reclaims; the others find it done. */
-static void reclaim_slot(struct hca_seg *seg, uint16_t slot, uint32_t gen)
-{
-	struct hca_proc *p = &seg->procs[slot];
-
-	uint32_t st;
-
-	hca_seg_lock(seg);
-	st = atomic_load(&p->state);
-	/* DEAD under the lock: a reclaimer died half-way (its process
-	 * exited while its progress thread reclaimed); finish its work —
-	 * every step below skips what is already freed */
-	if (p->gen == gen && (st == HCA_PROC_LIVE || st == HCA_PROC_DEAD)) {
-		atomic_store(&p->state, HCA_PROC_DEAD);
-		reclaim_qps(seg, slot, gen);
-		reclaim_rest(seg, slot, gen);
-		hca_heap_free(seg, p->bounce_off, hca_bounce_bytes());
-		p->bounce_off = 0;
-		p->freed_ns = hca_now_ns();
-		p->pid = 0;
-		atomic_store(&p->state, HCA_PROC_FREE);
-		atomic_fetch_add(&seg->members, 1);
-	}
-	hca_seg_unlock(seg);
-}
-
-/* Check every live slot: open a pidfd on new members, reclaim the dead. */
+/*
+ * Check every occupied slot: open a pidfd on new members, reclaim the
+ * dead. Runs when the membership changed, or when a check could not be
+ * made last time (dev->rescan). A slot left DEAD is a reclaim that its
+ * reclaimer did not finish (it died in it): finish it.
+ */
 static void scan_members(struct hca_dev *dev)
 {
 	struct hca_seg *seg = dev->seg;
 	uint32_t m = atomic_load(&seg->members);
 
-	if (m == dev->members_seen)
+	if (m == dev->members_seen && !dev->rescan)
 		return;
 	dev->members_seen = m;
+	dev->rescan = false;
 	for (uint16_t s = 0; s < HCA_MAX_PROCS; s++) {
 		struct hca_proc *pr = &seg->procs[s];
-		uint32_t gen = pr->gen, st = atomic_load(&pr->state);
+		uint32_t st = atomic_load_explicit(&pr->state, memory_order_acquire);
+		uint32_t gen = pr->gen;
 
 		if (s == dev->slot || st == HCA_PROC_FREE)
 			continue;
-		if (st == HCA_PROC_DEAD || !hca_peer_alive(dev, s, gen))
-			reclaim_slot(seg, s, gen);
+		if (st == HCA_PROC_DEAD || peer_check(dev, s, gen) == HCA_LIVE_DEAD)
+			hca_reclaim_slot(seg, s, gen);
 	}
 }
 
 /*
- * Reclaim, now, every process of the host that has died, whether or not
- * a progress thread has noticed yet (an XRC domain found by its file must
- * not be a dead process's).
+ * Reclaim, now, every process of the host that is proven dead, whether
+ * or not a progress thread has noticed yet: at device open (so that once
+ * ibv_open_device returns, nothing of a process dead before it is left),
+ * and before an XRC domain is looked up by its file.
  */
 void hca_dev_reap(struct hca_dev *dev)
 {
@@ -236,39 +206,48 @@ void hca_dev_reap(struct hca_dev *dev)
 
 	for (uint16_t s = 0; s < HCA_MAX_PROCS; s++) {
 		struct hca_proc *pr = &seg->procs[s];
-		uint32_t gen = pr->gen, st = atomic_load(&pr->state);
-		int fd;
+		uint32_t st = atomic_load_explicit(&pr->state, memory_order_acquire);
+		uint32_t gen = pr->gen;
+		enum hca_live v;
+		uint64_t start;
+		pid_t pid;
 
 		if (s == dev->slot || st == HCA_PROC_FREE)
 			continue;
-		fd = st == HCA_PROC_DEAD ? -1 : (int)syscall(SYS_pidfd_open, pr->pid, 0);
-		if (fd >= 0) {
-			struct pollfd pf = { .fd = fd, .events = POLLIN };
-			bool dead = poll(&pf, 1, 0) != 0 ||
-				    hca_proc_starttime(pr->pid) != pr->starttime;
-
-			close(fd);
-			if (!dead)
-				continue;
+		if (st == HCA_PROC_DEAD) {
+			hca_reclaim_slot(seg, s, gen);
+			continue;
 		}
-		reclaim_slot(seg, s, gen);
+		/* our pidfd if we watch it (its death may not have reached
+		 * the progress thread yet), else a look of its own */
+		pthread_mutex_lock(&dev->lock);
+		if (dev->peers[s].gen == gen && dev->peers[s].pidfd >= 0 &&
+		    slot_read(seg, s, gen, &pid, &start))
+			v = hca_proc_live(pid, start, dev->peers[s].pidfd);
+		else
+			v = peer_open(dev, s, gen);
+		pthread_mutex_unlock(&dev->lock);
+		if (v == HCA_LIVE_DEAD)
+			hca_reclaim_slot(seg, s, gen);
 	}
 }
 
-static void peer_died(struct hca_dev *dev, uint16_t slot)
+/* A pidfd turned readable: (slot, gen) has exited. */
+static void peer_died(struct hca_dev *dev, uint16_t slot, uint32_t gen)
 {
-	uint32_t gen;
+	struct hca_peer *p = &dev->peers[slot];
 
 	pthread_mutex_lock(&dev->lock);
-	gen = dev->peers[slot].gen;
-	__atomic_store_n(&dev->peers[slot].dead, true, __ATOMIC_RELEASE);
-	if (dev->peers[slot].pidfd >= 0) {
-		epoll_ctl(dev->epfd, EPOLL_CTL_DEL, dev->peers[slot].pidfd, NULL);
-		close(dev->peers[slot].pidfd);
-		dev->peers[slot].pidfd = -2; /* known dead, no fd */
+	/* the tag names the generation watched: a pidfd of an older one,
+	 * closed since, may still have had its event queued */
+	if (p->gen == gen && p->pidfd >= 0) {
+		__atomic_store_n(&p->dead, true, __ATOMIC_RELEASE);
+		epoll_ctl(dev->epfd, EPOLL_CTL_DEL, p->pidfd, NULL);
+		close(p->pidfd);
+		p->pidfd = -2; /* known dead, no fd */
 	}
 	pthread_mutex_unlock(&dev->lock);
-	reclaim_slot(dev->seg, slot, gen);
+	hca_reclaim_slot(dev->seg, slot, gen);
 }
 
 /* ---- waiting QPs (RNR and retransmission timers) ---- */
@@ -605,8 +584,8 @@ static void *progress_main(void *arg)
 				dev->link_watched = false;
 				pthread_mutex_unlock(&dev->link_watch_lock);
 				link_wake(dev);
-			} else if (tag & 0x100000000ULL) {
-				peer_died(dev, (uint16_t)(tag & 0xffff));
+			} else if (tag & PEER_TAG) {
+				peer_died(dev, (uint16_t)(tag & 0xffff), (uint32_t)(tag >> 16));
 			}
 		}
 	}
@@ -677,7 +656,7 @@ static void dev_free(struct hca_dev *dev)
 			close(dev->peers[s].pidfd);
 	hca_link_fini(dev);
 	if (dev->seg && dev->gen)
-		reclaim_slot(dev->seg, dev->slot, dev->gen);
+		hca_reclaim_slot(dev->seg, dev->slot, dev->gen);
 	if (dev->db_fd >= 0)
 		close(dev->db_fd);
 	if (dev->epfd >= 0)
@@ -749,6 +728,7 @@ static struct hca_dev *dev_create(void)
 	rc = progress_start(dev);
 	if (rc)
 		goto err;
+	hca_dev_reap(dev); /* nothing of a process dead before us is left */
 	return dev;
 err:
 	dev_free(dev);

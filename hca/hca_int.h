@@ -93,6 +93,7 @@ struct hca_dev {
 	pthread_mutex_t lock;   /* private tables, peers, waiting list */
 	struct hca_peer peers[HCA_MAX_PROCS];
 	uint32_t members_seen;
+	_Atomic bool rescan;    /* a liveness check could not be made: again */
 	struct hca_qp *waiting;     /* QPs with a send WQE held back */
 	_Atomic uint64_t next_wake_ns;
 
@@ -232,6 +233,7 @@ struct hca_rwqe {
 struct hca_srq {
 	struct hca_pd *pd;
 	uint32_t idx, handle;
+	uint32_t num;           /* what peers name it by: hca_srq_num */
 	struct hca_srq_ent *ent;
 	struct hca_ring *ring;
 	uint64_t ring_size;
@@ -394,6 +396,14 @@ static inline bool hca_reliable(enum ibv_qp_type t)
 	return t == IBV_QPT_RC || t == IBV_QPT_XRC_SEND || t == IBV_QPT_XRC_RECV;
 }
 
+/* live.c: proof of death only (a peer taken for dead is reclaimed) */
+enum hca_live { HCA_LIVE_YES, HCA_LIVE_DEAD, HCA_LIVE_UNKNOWN };
+enum hca_live hca_proc_live(pid_t pid, uint64_t start, int pidfd);
+enum hca_live hca_proc_watch(pid_t pid, uint64_t start, int *fdp);
+
+/* reclaim.c */
+void hca_reclaim_slot(struct hca_seg *seg, uint16_t slot, uint32_t gen);
+
 /* dev.c */
 int hca_dev_notify(struct hca_dev *dev, uint16_t slot, uint32_t gen,
 		   const void *msg, size_t len);
@@ -434,6 +444,7 @@ int hca_chan_signal(struct hca_dev *dev, uint16_t owner, uint32_t owner_gen,
 int hca_cq_push(struct hca_dev *dev, uint32_t cq_idx, const struct hca_cqe *c,
 		bool solicited);
 struct hca_cq_ent *hca_cq_ent(struct hca_dev *dev, uint32_t cq_idx);
+void hca_cq_ent_free(struct hca_seg *seg, struct hca_cq_ent *e);
 void hca_cq_event_read(struct hca_cq *cq);
 
 /* cq_inline.c */
@@ -452,6 +463,8 @@ void hca_inl_sweep(struct hca_dev *dev);
 uint32_t hca_rwqe_body(uint32_t max_sge);
 int hca_ring_post_recv(struct hca_ring *r, uint32_t max_sge,
 		       struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+void hca_srq_ent_free(struct hca_seg *seg, struct hca_srq_ent *e);
+struct hca_srq_ent *hca_srq_lookup(struct hca_seg *seg, uint32_t srqn);
 struct hca_srq *hca_srq_make(struct hca_pd *pd, struct hca_xrcd *xrcd,
 			     struct hca_cq *cq, struct ibv_srq_attr *attr, void *user);
 
@@ -471,6 +484,7 @@ void hca_xrc_reg(struct hca_seg *seg, struct hca_qp_ent *e, uint16_t slot, bool 
 bool hca_xrc_unreg_last(struct hca_seg *seg, struct hca_qp_ent *e, uint16_t slot);
 void hca_xrc_reclaim(struct hca_seg *seg, uint16_t slot);
 void hca_qp_ent_free(struct hca_seg *seg, struct hca_qp_ent *e, uint64_t rq_bytes);
+void hca_qp_slot_tidy(struct hca_seg *seg, uint16_t slot, uint32_t gen);
 void hca_qp_ent_each(struct hca_seg *seg, uint32_t first_pg, uint32_t npg,
 		     void (*fn)(struct hca_seg *, struct hca_qp_ent *, void *), void *arg);
 

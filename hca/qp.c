@@ -115,6 +115,60 @@ static struct hca_qp_ent *qp_num_alloc(struct hca_seg *seg, uint16_t slot, int *
 	return NULL;
 }
 
+/* Give back a number qp_num_alloc handed out and nothing published. */
+static void qp_num_unalloc(struct hca_seg *seg, struct hca_qp_ent *e)
+{
+	uint32_t pg = e->num >> HCA_QP_PAGE_BITS, slot = hca_qpn_slot(e->num);
+
+	if (slot != HCA_NONE && seg->qp_live[slot])
+		seg->qp_live[slot]--;
+	if (seg->qp_page_live[pg])
+		seg->qp_page_live[pg]--;
+	qp_page_maybe_free(seg, pg);
+}
+
+/*
+ * The QP numbers of a slot whose process is gone (seg->lock held, after
+ * its QPs were freed): its counts made again from the entries — a death
+ * inside qp_publish leaves a number counted and unpublished — the ring of
+ * an entry it was making freed, and every page left without a QP freed,
+ * the cursor's too (the next process on the slot makes it again).
+ */
+void hca_qp_slot_tidy(struct hca_seg *seg, uint16_t slot, uint32_t gen)
+{
+	uint32_t first = qpn_of(slot, 0) >> HCA_QP_PAGE_BITS, live = 0;
+
+	for (uint32_t pg = first; pg < first + HCA_QP_PER_PROC / HCA_QP_PAGE; pg++) {
+		struct hca_qp_ent *p = hca_qp_page(seg, pg);
+		uint32_t n = 0;
+
+		for (uint32_t i = 0; p && i < HCA_QP_PAGE; i++) {
+			struct hca_qp_ent *e = &p[i];
+
+			if (atomic_load(&e->qpn)) {
+				n++;
+			} else if (e->rq_off && e->owner == slot && e->owner_gen == gen) {
+				uint64_t off = e->rq_off;
+				struct hca_ring *r = hca_seg_ptr(seg, off);
+
+				e->rq_off = 0;
+				hca_heap_free(seg, off, hca_ring_bytes(r->cap, r->stride - 8));
+			}
+		}
+		if (!p)
+			continue;
+		seg->qp_page_live[pg] = (uint16_t)n;
+		live += n;
+		if (!n) {
+			uint64_t off = atomic_load(&seg->qp_pages[pg]);
+
+			atomic_store_explicit(&seg->qp_pages[pg], 0, memory_order_release);
+			hca_heap_free(seg, off, (uint64_t)HCA_QP_PAGE * sizeof(*p));
+		}
+	}
+	seg->qp_live[slot] = live;
+}
+
 static int qp_caps_ok(const struct hca_qp_init *in)
 {
 	const struct ibv_qp_cap *c = &in->cap;
@@ -195,22 +249,27 @@ static int qp_publish(struct hca_dev *dev, struct hca_qp *qp)
 	uint32_t idx;
 	int rc;
 
-	if (has_rq(qp)) {
-		bytes = hca_ring_bytes(qp->cap.max_recv_wr, hca_rwqe_body(qp->cap.max_recv_sge));
-		off = hca_heap_alloc(seg, bytes);
-		if (!off)
-			return ENOMEM;
-		hca_ring_init(hca_seg_ptr(seg, off), qp->cap.max_recv_wr,
-			      hca_rwqe_body(qp->cap.max_recv_sge));
-	}
+	/* the number first, marked ours: a death from here on leaves an
+	 * unpublished entry of our (slot, gen) holding its ring in rq_off,
+	 * which the reclaim of our slot frees (hca_qp_slot_tidy) */
 	e = qp_num_alloc(seg, dev->slot, &rc);
-	if (!e) {
-		hca_heap_free(seg, off, bytes);
+	if (!e)
 		return rc;
-	}
 	idx = e->num;
 	e->owner = dev->slot;
 	e->owner_gen = dev->gen;
+	e->rq_off = 0;
+	if (has_rq(qp)) {
+		bytes = hca_ring_bytes(qp->cap.max_recv_wr, hca_rwqe_body(qp->cap.max_recv_sge));
+		off = hca_heap_alloc(seg, bytes);
+		if (!off) {
+			qp_num_unalloc(seg, e);
+			return ENOMEM;
+		}
+		hca_ring_init(hca_seg_ptr(seg, off), qp->cap.max_recv_wr,
+			      hca_rwqe_body(qp->cap.max_recv_sge));
+		e->rq_off = off; /* a ring whose header gives its size */
+	}
 	e->type = (uint8_t)qp->type;
 	atomic_store(&e->state, IBV_QPS_RESET);
 	atomic_store(&e->comm_est, 0);
@@ -218,7 +277,6 @@ static int qp_publish(struct hca_dev *dev, struct hca_qp *qp)
 	e->pd = qp->pd ? qp->pd->id : HCA_NONE;
 	e->rcq = qp->rcq ? qp->rcq->idx : HCA_NONE;
 	e->srq = qp->srq ? qp->srq->idx : HCA_NONE;
-	e->rq_off = off;
 	e->rq_max_sge = qp->cap.max_recv_sge;
 	atomic_store(&e->qkey, 0);
 	atomic_store(&e->access, 0);
@@ -617,11 +675,13 @@ void hca_qp_ent_free(struct hca_seg *seg, struct hca_qp_ent *e, uint64_t rq_byte
 	atomic_store(&e->state, IBV_QPS_ERR);
 	atomic_store_explicit(&e->qpn, 0, memory_order_release);
 	if (e->rq_off) {
-		struct hca_ring *r = hca_seg_ptr(seg, e->rq_off);
+		uint64_t off = e->rq_off;
+		struct hca_ring *r = hca_seg_ptr(seg, off);
 
-		hca_heap_free(seg, e->rq_off,
-			      rq_bytes ? rq_bytes : hca_ring_bytes(r->cap, r->stride - 8));
+		/* unrecorded before it is freed: a death between the two
+		 * loses the block rather than have a reclaim free it twice */
 		e->rq_off = 0;
+		hca_heap_free(seg, off, rq_bytes ? rq_bytes : hca_ring_bytes(r->cap, r->stride - 8));
 	}
 	for (int g = 0; g < HCA_MAX_MCAST_GRP; g++) {
 		struct hca_mcg *m = &seg->mcgs[g];

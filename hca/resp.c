@@ -435,9 +435,8 @@ static enum hca_resp_status xrc_target(struct resp_ctx *r)
 
 	if (r->e->type != IBV_QPT_XRC_RECV)
 		return HCA_RESP_ACK;
-	s = n < HCA_MAX_SRQ ? &seg->srqs[n] : NULL;
-	if (!s || !atomic_load_explicit(&s->handle, memory_order_acquire) ||
-	    s->xrcd != r->e->xrcd) {
+	s = hca_srq_lookup(seg, n);
+	if (!s || s->xrcd != r->e->xrcd) {
 		HCA_COUNT_DROP(r->e, HCA_DROP_ACCESS);
 		return HCA_RESP_NAK_INV;
 	}
@@ -445,7 +444,7 @@ static enum hca_resp_status xrc_target(struct resp_ctx *r)
 	r->owner_gen = s->owner_gen;
 	r->pd = s->pd;
 	r->rcq = s->cq;
-	r->srq = n;
+	r->srq = n & (HCA_MAX_SRQ - 1);
 	return hca_peer_alive(r->dev, s->owner, s->owner_gen) ? HCA_RESP_ACK : HCA_RESP_DROP;
 }
 

@@ -333,32 +333,52 @@ void hca_heap_free(struct hca_seg *seg, uint64_t off, uint64_t size)
 
 /* ---- process slots ---- */
 
-uint64_t hca_proc_starttime(pid_t pid)
+/*
+ * A process's start time (field 22 of /proc/<pid>/stat, clock ticks since
+ * boot) and state (field 3: 'Z' zombie, 'X' dead...). Returns 0, ENOENT
+ * or ESRCH when no process has that pid (proof that it is gone), or
+ * another errno when the file could not be read (EMFILE, ENFILE, ENOMEM,
+ * EACCES): that proves nothing either way.
+ */
+int hca_proc_stat(pid_t pid, uint64_t *start, char *state)
 {
 	char path[64], buf[1024];
 	unsigned long long st = 0;
 	ssize_t n;
-	int fd;
-	char *p;
+	int fd, err;
+	char *p, c;
 
+	if (pid <= 0)
+		return EINVAL;
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return 0;
+		return errno;
 	n = read(fd, buf, sizeof(buf) - 1);
+	err = n < 0 ? errno : EIO;
 	close(fd);
 	if (n <= 0)
-		return 0;
+		return err == ESRCH ? ESRCH : err; /* ESRCH: it went meanwhile */
 	buf[n] = 0;
 	/* the command name may hold spaces: fields restart after ')' */
 	p = strrchr(buf, ')');
 	if (!p)
-		return 0;
+		return EIO;
 	/* field 3 is the state; starttime is field 22 */
-	if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u "
-			  "%*d %*d %*d %*d %*d %*d %llu", &st) != 1)
-		return 0;
-	return st;
+	if (sscanf(p + 2, "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u "
+			  "%*d %*d %*d %*d %*d %*d %llu", &c, &st) != 2)
+		return EIO;
+	*start = st;
+	if (state)
+		*state = c;
+	return 0;
+}
+
+uint64_t hca_proc_starttime(pid_t pid)
+{
+	uint64_t st;
+
+	return hca_proc_stat(pid, &st, NULL) ? 0 : st;
 }
 
 /*
@@ -367,7 +387,8 @@ uint64_t hca_proc_starttime(pid_t pid)
  */
 int hca_proc_attach(struct hca_seg *seg, uint16_t *slot, uint32_t *gen)
 {
-	int best = -1;
+	uint64_t start;
+	int best = -1, rc;
 
 	for (int i = 0; i < HCA_PROC_SLOTS; i++) {
 		struct hca_proc *p = &seg->procs[i];
@@ -379,10 +400,16 @@ int hca_proc_attach(struct hca_seg *seg, uint16_t *slot, uint32_t *gen)
 	}
 	if (best < 0)
 		return ENOSPC;
+	/* our own start time is what proves us alive to the others: a slot
+	 * without it would be taken for dead (a process short of file
+	 * descriptors gets EMFILE here, and its open fails with it) */
+	rc = hca_proc_stat(getpid(), &start, NULL);
+	if (rc)
+		return rc;
 	struct hca_proc *p = &seg->procs[best];
 	p->gen++;
 	p->pid = getpid();
-	p->starttime = hca_proc_starttime(p->pid);
+	p->starttime = start;
 	atomic_store_explicit(&p->state, HCA_PROC_LIVE, memory_order_release);
 	atomic_fetch_add(&seg->members, 1);
 	*slot = (uint16_t)best;

@@ -145,6 +145,9 @@ struct hca_cq_ent {
 
 struct hca_srq_ent {
 	_Atomic uint32_t handle;       /* 0 = free */
+	_Atomic uint32_t srqn;         /* its number (generation | index), 0
+					* while none: published last, cleared
+					* first (docs/shared-segment.md) */
 	uint32_t xrcd;                 /* XRC SRQ: domain index, else HCA_NONE */
 	uint32_t cq;                   /* XRC SRQ: its CQ index */
 	uint16_t owner;
@@ -226,6 +229,8 @@ struct hca_seg {
 	uint32_t qp_live[HCA_MAX_PROCS];
 	uint16_t mr_gen[HCA_MAX_MR];
 	uint32_t mr_hint;
+	uint16_t srq_gen[HCA_MAX_SRQ];   /* SRQ numbers: as mr_gen, 12 bits */
+	uint32_t srq_hint;
 
 	struct hca_proc procs[HCA_MAX_PROCS];
 	struct hca_cq_ent cqs[HCA_MAX_CQ];
@@ -287,7 +292,8 @@ static inline struct hca_qp_ent *hca_qp_ent_at(struct hca_seg *seg, uint32_t qpn
 
 /* Process slots (seg->lock held). */
 int hca_proc_attach(struct hca_seg *seg, uint16_t *slot, uint32_t *gen);
-uint64_t hca_proc_starttime(pid_t pid);
+uint64_t hca_proc_starttime(pid_t pid);   /* 0: unreadable */
+int hca_proc_stat(pid_t pid, uint64_t *start, char *state);
 uint64_t hca_now_ns(void);
 
 #endif

@@ -763,6 +763,39 @@ static void print_other_segments(const char *ours)
 	closedir(d);
 }
 
+/*
+ * The heap's free bytes: the part never handed out (above the bump
+ * pointer), the blocks on the free lists and those in quarantine (freed,
+ * waiting to go back to their lists). Read without the lock, so exact
+ * only while nothing allocates or frees; a walk that meets an offset
+ * outside the heap, or more blocks than the heap can hold, stops there
+ * and says so (-1).
+ */
+static long long heap_free_bytes(const struct view *v)
+{
+	const struct hca_seg *seg = v->seg;
+	uint64_t lo = seg->heap_off, hi = seg->heap_off + seg->heap_size;
+	uint64_t total, max_blocks = seg->heap_size >> HCA_HEAP_MIN_ORDER;
+	uint32_t nq = seg->nquar;
+
+	if (hi > v->len || seg->heap_bump > seg->heap_size || nq > HCA_QUARANTINE_LEN)
+		return -1;
+	total = seg->heap_size - seg->heap_bump;
+	for (unsigned o = HCA_HEAP_MIN_ORDER; o <= HCA_HEAP_MAX_ORDER; o++) {
+		uint64_t n = 0;
+
+		for (uint64_t off = seg->heap_free[o]; off; n++) {
+			if (off < lo || off + (1ULL << o) > hi || n > max_blocks)
+				return -1;
+			total += 1ULL << o;
+			off = *(const uint64_t *)((const char *)seg + off);
+		}
+	}
+	for (uint32_t i = 0; i < nq; i++)
+		total += 1ULL << seg->quar[i].order;
+	return (long long)total;
+}
+
 static void print_segment(const struct view *v, int rc)
 {
 	printf("segment         %s", v->name);
@@ -773,6 +806,15 @@ static void print_segment(const struct view *v, int rc)
 	else
 		printf(" (version %u, %d live process%s)\n", v->seg->version,
 		       live_procs(v->seg), live_procs(v->seg) == 1 ? "" : "es");
+	if (rc == 0) {
+		long long f = heap_free_bytes(v);
+
+		if (f < 0)
+			printf("heap free       ? (the heap changed under the walk: ask again)\n");
+		else
+			printf("heap free       %lld bytes of %llu\n", f,
+			       (unsigned long long)v->seg->heap_size);
+	}
 	print_other_segments(v->name);
 }
 
