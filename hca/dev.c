@@ -53,6 +53,9 @@ int hca_dev_notify(struct hca_dev *dev, uint16_t slot, uint32_t gen,
 
 /* ---- peers ---- */
 
+/* A liveness check that could not be made is not made again sooner. */
+#define HCA_UNKNOWN_NS (50ULL * 1000000ULL)
+
 /* The epoll tag of a peer's pidfd: the slot and the generation watched. */
 #define PEER_TAG 0x8000000000000000ULL
 
@@ -114,8 +117,14 @@ static enum hca_live peer_open(struct hca_dev *dev, uint16_t slot, uint32_t gen)
 
 	if (!slot_read(dev->seg, slot, gen, &pid, &start))
 		return HCA_LIVE_DEAD; /* another generation's now: not our cache's */
+	if (p->unknown_gen == gen && hca_now_ns() < p->unknown_until) {
+		dev->rescan = true;
+		return HCA_LIVE_UNKNOWN; /* asked a moment ago */
+	}
 	v = hca_proc_watch(pid, start, &fd);
 	if (v == HCA_LIVE_UNKNOWN) {
+		p->unknown_gen = gen;
+		p->unknown_until = hca_now_ns() + HCA_UNKNOWN_NS;
 		dev->rescan = true;
 		return v;
 	}
@@ -133,7 +142,7 @@ static enum hca_live peer_open(struct hca_dev *dev, uint16_t slot, uint32_t gen)
 }
 
 /* Is (slot, gen) alive, dead, or can we not tell now? */
-static enum hca_live peer_check(struct hca_dev *dev, uint16_t slot, uint32_t gen)
+enum hca_live hca_peer_check(struct hca_dev *dev, uint16_t slot, uint32_t gen)
 {
 	struct hca_peer *p = &dev->peers[slot];
 	enum hca_live v;
@@ -155,7 +164,7 @@ static enum hca_live peer_check(struct hca_dev *dev, uint16_t slot, uint32_t gen
 /* Alive, and its pid vouched for by a pidfd (memory may be reached). */
 bool hca_peer_alive(struct hca_dev *dev, uint16_t slot, uint32_t gen)
 {
-	return peer_check(dev, slot, gen) == HCA_LIVE_YES;
+	return hca_peer_check(dev, slot, gen) == HCA_LIVE_YES;
 }
 
 pid_t hca_peer_pid(struct hca_dev *dev, uint16_t slot, uint32_t gen)
@@ -189,7 +198,7 @@ static void scan_members(struct hca_dev *dev)
 
 		if (s == dev->slot || st == HCA_PROC_FREE)
 			continue;
-		if (st == HCA_PROC_DEAD || peer_check(dev, s, gen) == HCA_LIVE_DEAD)
+		if (st == HCA_PROC_DEAD || hca_peer_check(dev, s, gen) == HCA_LIVE_DEAD)
 			hca_reclaim_slot(seg, s, gen);
 	}
 }

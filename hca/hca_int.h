@@ -28,8 +28,12 @@
 /* A peer process as this process knows it: its pidfd, opened once. */
 struct hca_peer {
 	uint32_t gen;
-	int pidfd;              /* -1 when not opened */
+	int pidfd;              /* -1 when not opened, -2 known dead */
 	bool dead;
+	/* a check that could not be made (no descriptor to spare): not
+	 * tried again for that generation until then (dev->lock) */
+	uint32_t unknown_gen;
+	uint64_t unknown_until;
 };
 
 /* Largest datagram: BTH + headers + a 4096-byte MTU payload + ICRC. */
@@ -408,6 +412,7 @@ void hca_reclaim_slot(struct hca_seg *seg, uint16_t slot, uint32_t gen);
 int hca_dev_notify(struct hca_dev *dev, uint16_t slot, uint32_t gen,
 		   const void *msg, size_t len);
 void hca_dev_wait_add(struct hca_dev *dev, struct hca_qp *qp);
+enum hca_live hca_peer_check(struct hca_dev *dev, uint16_t slot, uint32_t gen);
 bool hca_peer_alive(struct hca_dev *dev, uint16_t slot, uint32_t gen);
 pid_t hca_peer_pid(struct hca_dev *dev, uint16_t slot, uint32_t gen);
 void hca_dev_run_waiting(struct hca_dev *dev);

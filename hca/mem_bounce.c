@@ -89,7 +89,9 @@ static bool target_gone(struct hca_dev *dev, uint16_t slot, uint32_t gen)
 
 	if (atomic_load(&p->state) != HCA_PROC_LIVE || p->gen != gen)
 		return true;
-	return pf.fd < 0 || poll(&pf, 1, 0) != 0;
+	if (dev->peers[slot].gen != gen || pf.fd < 0) /* no pidfd: only proof */
+		return hca_peer_check(dev, slot, gen) == HCA_LIVE_DEAD;
+	return poll(&pf, 1, 0) != 0;
 }
 
 static int bounce_wait(struct hca_dev *dev, struct hca_bounce *b, uint16_t slot,
@@ -189,7 +191,7 @@ int hca_bounce_move(struct hca_dev *dev, uint16_t slot, uint32_t gen, bool write
 	size_t left = hca_iov_len(remote, nremote);
 	int rc = 0;
 
-	if (!b || !hca_peer_alive(dev, slot, gen))
+	if (!b || hca_peer_check(dev, slot, gen) == HCA_LIVE_DEAD)
 		return ESRCH;
 	/* while another requester has the target's mailbox, serve our own:
 	 * it may be waiting on us */

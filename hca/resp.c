@@ -423,7 +423,7 @@ static bool target_ok(struct resp_ctx *r)
 	r->pd = e->pd;
 	r->rcq = e->rcq;
 	r->srq = e->srq;
-	return hca_peer_alive(r->dev, e->owner, e->owner_gen);
+	return hca_peer_check(r->dev, e->owner, e->owner_gen) != HCA_LIVE_DEAD;
 }
 
 /* XRC: the SRQ the request names must be of the target QP's domain. */
@@ -445,7 +445,8 @@ static enum hca_resp_status xrc_target(struct resp_ctx *r)
 	r->pd = s->pd;
 	r->rcq = s->cq;
 	r->srq = n & (HCA_MAX_SRQ - 1);
-	return hca_peer_alive(r->dev, s->owner, s->owner_gen) ? HCA_RESP_ACK : HCA_RESP_DROP;
+	return hca_peer_check(r->dev, s->owner, s->owner_gen) != HCA_LIVE_DEAD ?
+	       HCA_RESP_ACK : HCA_RESP_DROP;
 }
 
 /* UD: a Q_Key with the high bit set means "use the QP's own" (done by
