@@ -675,7 +675,7 @@ static void dev_free(struct hca_dev *dev)
 	if (dev->stop_fd >= 0)
 		close(dev->stop_fd);
 	if (dev->seg)
-		hca_seg_unmap(dev->seg, dev->seg_len);
+		hca_seg_unmap(dev->seg, dev->seg_len, dev->seg_lock_fd);
 	if (dev->qp_tab)
 		munmap(dev->qp_tab, HCA_MAX_QP * sizeof(*dev->qp_tab));
 	if (dev->xrc_local)
@@ -706,7 +706,7 @@ static struct hca_dev *dev_create(void)
 
 	if (!dev)
 		return NULL;
-	dev->db_fd = dev->epfd = dev->timer_fd = dev->stop_fd = -1;
+	dev->db_fd = dev->epfd = dev->timer_fd = dev->stop_fd = dev->seg_lock_fd = -1;
 	dev->link.fd = dev->link.rx_epfd = -1;
 	for (int s = 0; s < HCA_MAX_PROCS; s++)
 		dev->peers[s].pidfd = -1;
@@ -725,7 +725,7 @@ static struct hca_dev *dev_create(void)
 	dev->guid = hca_node_guid(&dev->net, getuid());
 	dev->lid = hca_host_lid(&dev->net);
 	dev->mtu = hca_mtu_for_ifmtu(dev->net.ifmtu);
-	rc = hca_seg_map(&dev->seg, &dev->seg_len);
+	rc = hca_seg_map(&dev->seg, &dev->seg_len, &dev->seg_lock_fd);
 	if (rc)
 		goto err;
 	rc = dev_attach(dev);

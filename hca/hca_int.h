@@ -79,6 +79,7 @@ struct hca_link {
 struct hca_dev {
 	struct hca_seg *seg;
 	size_t seg_len;
+	int seg_lock_fd;        /* shared flock: one segment at a time (seg.c) */
 	uint16_t slot;
 	uint32_t gen;
 	pid_t pid;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -110,17 +111,6 @@ static int seg_valid(const struct hca_seg *seg)
 	       seg->layout_size == sizeof(*seg);
 }
 
-/* Wait for the creator to finish initialising (bounded: ~2 s). */
-static int seg_wait_ready(struct hca_seg *seg)
-{
-	for (int i = 0; i < 2000; i++) {
-		if (atomic_load_explicit(&seg->ready, memory_order_acquire))
-			return 0;
-		usleep(1000);
-	}
-	return ETIMEDOUT;
-}
-
 static size_t seg_hdr_len(void)
 {
 	return (sizeof(struct hca_seg) + 4095) & ~4095ULL;
@@ -150,48 +140,54 @@ static size_t seg_new_len(void)
 	return seg_hdr_len() + heap;
 }
 
-static int seg_try_map(const char *name, size_t *lenp, struct hca_seg **out)
+/*
+ * One segment per user, host and layout at any time (issue 15 item 7).
+ * Beside the segment lives a lock file (the same name + ".lock", in the
+ * same shm directory). Every process holds a shared flock on it for as
+ * long as it maps the segment; only a holder of the exclusive lock
+ * creates the segment, or unlinks one that is unusable. So:
+ *  - a creator works alone: nobody maps a half-made segment, and a
+ *    segment found not ready under the shared lock is one whose creator
+ *    died (its exclusive lock went with it), not a slow one;
+ *  - nothing is unlinked while any process maps it (the exclusive lock
+ *    waits for every shared one to go), so no live process is left on an
+ *    island of its own, and two recreators never unlink each other's
+ *    segment (the second finds the first's, valid, and joins it).
+ */
+#define SEG_LOCK_WAIT_MS 10000
+
+static int seg_flock(int fd, int how)
 {
-	size_t len = seg_new_len();
-	int fd, created = 0;
+	for (int i = 0; i < SEG_LOCK_WAIT_MS; i++) {
+		if (!flock(fd, how | LOCK_NB))
+			return 0;
+		if (errno != EWOULDBLOCK && errno != EINTR)
+			return errno;
+		usleep(1000);
+	}
+	return ETIMEDOUT;
+}
+
+/* Map the segment if it is there and usable (0), else ESTALE / ENOENT. */
+static int seg_open_existing(const char *name, size_t *lenp, struct hca_seg **out)
+{
 	struct hca_seg *seg;
 	struct stat st;
+	size_t len;
+	int fd = shm_open(name, O_RDWR, 0600);
 
-	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
-	if (fd >= 0) {
-		created = 1;
-		if (ftruncate(fd, (off_t)len)) {
-			int err = errno;
-			close(fd);
-			shm_unlink(name);
-			return err;
-		}
-	} else if (errno == EEXIST) {
-		fd = shm_open(name, O_RDWR, 0600);
-		if (fd < 0)
-			return errno;
-		/* the creator may not have sized it yet; its heap size is
-		 * its host's RAM, so take the size it chose */
-		for (int i = 0; i < 2000; i++) {
-			if (fstat(fd, &st) == 0 && seg_len_ok((size_t)st.st_size))
-				break;
-			usleep(1000);
-		}
-		if (fstat(fd, &st) || !seg_len_ok((size_t)st.st_size)) {
-			close(fd);
-			return ESTALE;
-		}
-		len = (size_t)st.st_size;
-	} else {
+	if (fd < 0)
 		return errno;
+	if (fstat(fd, &st) || !seg_len_ok((size_t)st.st_size)) {
+		close(fd);
+		return ESTALE;
 	}
+	len = (size_t)st.st_size;
 	seg = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
 	if (seg == MAP_FAILED)
 		return errno;
-	if (created)
-		seg_init(seg, len);
-	else if (seg_wait_ready(seg) || !seg_valid(seg)) {
+	if (!atomic_load_explicit(&seg->ready, memory_order_acquire) || !seg_valid(seg)) {
 		munmap(seg, len);
 		return ESTALE;
 	}
@@ -200,31 +196,84 @@ static int seg_try_map(const char *name, size_t *lenp, struct hca_seg **out)
 	return 0;
 }
 
-int hca_seg_map(struct hca_seg **out, size_t *lenp)
+/* Under the exclusive lock: a new segment in place of none or a bad one. */
+static int seg_create(const char *name, size_t *lenp, struct hca_seg **out)
 {
-	char name[96];
-	size_t len = 0;
-	int rc;
+	size_t len = seg_new_len();
+	struct hca_seg *seg;
+	int fd, err;
 
-	hca_seg_name(name, sizeof(name));
-	rc = seg_try_map(name, &len, out);
-	if (rc == ESTALE) {
-		/*
-		 * A segment of another layout (an older build) or one whose
-		 * creator died half-way: start a new one. Processes still
-		 * using the old one keep their mapping of it.
-		 */
+	shm_unlink(name); /* unusable, and nobody maps it: we hold the lock */
+	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+	if (fd < 0)
+		return errno;
+	if (ftruncate(fd, (off_t)len)) {
+		err = errno;
+		close(fd);
 		shm_unlink(name);
-		rc = seg_try_map(name, &len, out);
+		return err;
 	}
-	if (!rc)
-		*lenp = len;
-	return rc;
+	seg = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	err = errno;
+	close(fd);
+	if (seg == MAP_FAILED) {
+		shm_unlink(name);
+		return err;
+	}
+	seg_init(seg, len);
+	*out = seg;
+	*lenp = len;
+	return 0;
 }
 
-void hca_seg_unmap(struct hca_seg *seg, size_t len)
+int hca_seg_map(struct hca_seg **out, size_t *lenp, int *lockfd)
+{
+	char name[96], lname[104];
+	size_t len = 0;
+	int fd, rc;
+
+	hca_seg_name(name, sizeof(name));
+	snprintf(lname, sizeof(lname), "%s.lock", name);
+	fd = shm_open(lname, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return errno;
+	rc = seg_flock(fd, LOCK_SH);
+	if (!rc)
+		rc = seg_open_existing(name, &len, out);
+	if (rc == ENOENT || rc == ESTALE) {
+		/* absent, or made by a creator that died half-way: make it,
+		 * alone (another may have made it while we waited) */
+		flock(fd, LOCK_UN);
+		rc = seg_flock(fd, LOCK_EX);
+		if (!rc) {
+			rc = seg_open_existing(name, &len, out);
+			if (rc == ENOENT || rc == ESTALE)
+				rc = seg_create(name, &len, out);
+		}
+		/* back to shared: the segment is made and others may map it
+		 * (not atomic, and need not be: whoever takes the exclusive
+		 * lock in between finds a usable segment and leaves it) */
+		if (!rc)
+			rc = seg_flock(fd, LOCK_SH);
+		if (rc && *out) {
+			munmap(*out, len);
+			*out = NULL;
+		}
+	}
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	*lenp = len;
+	*lockfd = fd;
+	return 0;
+}
+
+void hca_seg_unmap(struct hca_seg *seg, size_t len, int lockfd)
 {
 	munmap(seg, len);
+	if (lockfd >= 0)
+		close(lockfd); /* our shared lock goes with it */
 }
 
 /* ---- heap ---- */

@@ -244,9 +244,10 @@ struct hca_seg {
 /* The shm name of the segment of this user, host and layout. */
 void hca_seg_name(char *buf, size_t len);
 
-/* Map (creating if needed) the segment of this user and host. */
-int hca_seg_map(struct hca_seg **out, size_t *len);
-void hca_seg_unmap(struct hca_seg *seg, size_t len);
+/* Map (creating if needed) the segment of this user and host; *lockfd
+ * holds a shared flock while it is mapped (one segment at a time). */
+int hca_seg_map(struct hca_seg **out, size_t *len, int *lockfd);
+void hca_seg_unmap(struct hca_seg *seg, size_t len, int lockfd);
 
 /* Robust lock: a holder's death leaves the lock usable. */
 void hca_seg_lock(struct hca_seg *seg);
