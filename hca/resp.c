@@ -416,6 +416,13 @@ static bool target_ok(struct resp_ctx *r)
 
 	if (!state_receives(atomic_load(&e->state)) || e->type != want)
 		return false;
+	/* a connected QP takes its peer's packets only: a number that came
+	 * back to a new QP is never reached by a requester that was
+	 * connected to the number's dead holder (docs/shared-segment.md) */
+	if (want != IBV_QPT_UD && atomic_load(&e->dest_qpn) != r->m->src_qpn) {
+		HCA_COUNT_DROP(e, HCA_DROP_STATE);
+		return false;
+	}
 	if (e->type == IBV_QPT_XRC_RECV)
 		return true; /* the domain's: its SRQ's owner is checked */
 	r->owner = e->owner;
