@@ -466,8 +466,8 @@ static void qp_recv_cell(struct table *t, size_t r, const struct view *v,
 
 	if (e->type == IBV_QPT_XRC_RECV)
 		cell(t, r, 5, "xrcd %u, %d holders", e->xrcd, xrc_holders(e));
-	else if (e->srq != HCA_NONE)
-		cell(t, r, 5, "srq %u", e->srq);
+	else if (e->srq != HCA_NONE && e->srq < HCA_MAX_SRQ)
+		cell(t, r, 5, "srq 0x%06x", atomic_load(&v->seg->srqs[e->srq].srqn));
 	else if (rq)
 		cell(t, r, 5, "rq %u/%u", ring_queued(rq), rq->cap);
 	else
@@ -529,7 +529,8 @@ static void srq_row(struct table *t, const struct view *v, uint32_t idx,
 	const struct hca_ring *ring = view_ring(v, e->ring_off);
 	size_t r = row_add(t);
 
-	cell(t, r, 0, "%u", idx);
+	(void)idx;
+	cell(t, r, 0, "0x%06x", atomic_load(&e->srqn)); /* what peers name it by */
 	owner_cell(t, r, 1, v->seg, e->owner, e->owner_gen);
 	cell(t, r, 2, "%u", e->pd);
 	cell(t, r, 3, "%u", ring ? ring_queued(ring) : 0);
