@@ -490,7 +490,6 @@ void hca_xrc_reg(struct hca_seg *seg, struct hca_qp_ent *e, uint16_t slot, bool 
 bool hca_xrc_unreg_last(struct hca_seg *seg, struct hca_qp_ent *e, uint16_t slot);
 void hca_xrc_reclaim(struct hca_seg *seg, uint16_t slot);
 void hca_qp_ent_free(struct hca_seg *seg, struct hca_qp_ent *e, uint64_t rq_bytes);
-void hca_qp_slot_tidy(struct hca_seg *seg, uint16_t slot, uint32_t gen);
 void hca_qp_ent_each(struct hca_seg *seg, uint32_t first_pg, uint32_t npg,
 		     void (*fn)(struct hca_seg *, struct hca_qp_ent *, void *), void *arg);
 

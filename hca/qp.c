@@ -127,48 +127,6 @@ static void qp_num_unalloc(struct hca_seg *seg, struct hca_qp_ent *e)
 	qp_page_maybe_free(seg, pg);
 }
 
-/*
- * The QP numbers of a slot whose process is gone (seg->lock held, after
- * its QPs were freed): its counts made again from the entries — a death
- * inside qp_publish leaves a number counted and unpublished — the ring of
- * an entry it was making freed, and every page left without a QP freed,
- * the cursor's too (the next process on the slot makes it again).
- */
-void hca_qp_slot_tidy(struct hca_seg *seg, uint16_t slot, uint32_t gen)
-{
-	uint32_t first = qpn_of(slot, 0) >> HCA_QP_PAGE_BITS, live = 0;
-
-	for (uint32_t pg = first; pg < first + HCA_QP_PER_PROC / HCA_QP_PAGE; pg++) {
-		struct hca_qp_ent *p = hca_qp_page(seg, pg);
-		uint32_t n = 0;
-
-		for (uint32_t i = 0; p && i < HCA_QP_PAGE; i++) {
-			struct hca_qp_ent *e = &p[i];
-
-			if (atomic_load(&e->qpn)) {
-				n++;
-			} else if (e->rq_off && e->owner == slot && e->owner_gen == gen) {
-				uint64_t off = e->rq_off;
-				struct hca_ring *r = hca_seg_ptr(seg, off);
-
-				e->rq_off = 0;
-				hca_heap_free(seg, off, hca_ring_bytes(r->cap, r->stride - 8));
-			}
-		}
-		if (!p)
-			continue;
-		seg->qp_page_live[pg] = (uint16_t)n;
-		live += n;
-		if (!n) {
-			uint64_t off = atomic_load(&seg->qp_pages[pg]);
-
-			atomic_store_explicit(&seg->qp_pages[pg], 0, memory_order_release);
-			hca_heap_free(seg, off, (uint64_t)HCA_QP_PAGE * sizeof(*p));
-		}
-	}
-	seg->qp_live[slot] = live;
-}
-
 static int qp_caps_ok(const struct hca_qp_init *in)
 {
 	const struct ibv_qp_cap *c = &in->cap;
@@ -251,7 +209,7 @@ static int qp_publish(struct hca_dev *dev, struct hca_qp *qp)
 
 	/* the number first, marked ours: a death from here on leaves an
 	 * unpublished entry of our (slot, gen) holding its ring in rq_off,
-	 * which the reclaim of our slot frees (hca_qp_slot_tidy) */
+	 * which the reclaim of our slot frees (reclaim.c) */
 	e = qp_num_alloc(seg, dev->slot, &rc);
 	if (!e)
 		return rc;
