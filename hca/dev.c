@@ -73,8 +73,7 @@ static void peer_close(struct hca_dev *dev, uint16_t slot)
 		close(p->pidfd);
 	}
 	p->pidfd = -1;
-	p->gen = 0;
-	__atomic_store_n(&p->dead, false, __ATOMIC_RELEASE);
+	atomic_store_explicit(&p->known, 0, memory_order_release);
 }
 
 /*
@@ -129,15 +128,17 @@ static enum hca_live peer_open(struct hca_dev *dev, uint16_t slot, uint32_t gen)
 		return v;
 	}
 	peer_close(dev, slot);
-	p->gen = gen;
 	if (v == HCA_LIVE_DEAD) {
-		__atomic_store_n(&p->dead, true, __ATOMIC_RELEASE);
 		p->pidfd = -2; /* known dead, no fd */
+		atomic_store_explicit(&p->known, (uint64_t)gen << 32 | HCA_PEER_DEAD,
+				      memory_order_release);
 		return v;
 	}
 	p->pidfd = fd;
 	if (dev->epfd >= 0)
 		epoll_ctl(dev->epfd, EPOLL_CTL_ADD, fd, &ev);
+	atomic_store_explicit(&p->known, (uint64_t)gen << 32 | HCA_PEER_OPEN,
+			      memory_order_release);
 	return v;
 }
 
@@ -145,16 +146,22 @@ static enum hca_live peer_open(struct hca_dev *dev, uint16_t slot, uint32_t gen)
 enum hca_live hca_peer_check(struct hca_dev *dev, uint16_t slot, uint32_t gen)
 {
 	struct hca_peer *p = &dev->peers[slot];
+	const uint64_t open = (uint64_t)gen << 32 | HCA_PEER_OPEN;
+	const uint64_t dead = (uint64_t)gen << 32 | HCA_PEER_DEAD;
 	enum hca_live v;
+	uint64_t k;
 
 	if (slot == dev->slot)
 		return gen == dev->gen ? HCA_LIVE_YES : HCA_LIVE_DEAD;
-	if (p->gen == gen && p->pidfd != -1)
-		return __atomic_load_n(&p->dead, __ATOMIC_ACQUIRE) ? HCA_LIVE_DEAD
-								    : HCA_LIVE_YES;
+	/* the common case: a pidfd watches this incarnation, or it is known
+	 * dead — one acquire load, no lock */
+	k = atomic_load_explicit(&p->known, memory_order_acquire);
+	if (k == open || k == dead)
+		return k == open ? HCA_LIVE_YES : HCA_LIVE_DEAD;
 	pthread_mutex_lock(&dev->lock);
-	if (p->gen == gen && p->pidfd != -1)
-		v = p->dead ? HCA_LIVE_DEAD : HCA_LIVE_YES;
+	k = atomic_load_explicit(&p->known, memory_order_relaxed);
+	if (k == open || k == dead)
+		v = k == open ? HCA_LIVE_YES : HCA_LIVE_DEAD;
 	else
 		v = peer_open(dev, slot, gen);
 	pthread_mutex_unlock(&dev->lock);
@@ -230,7 +237,8 @@ void hca_dev_reap(struct hca_dev *dev)
 		/* our pidfd if we watch it (its death may not have reached
 		 * the progress thread yet), else a look of its own */
 		pthread_mutex_lock(&dev->lock);
-		if (dev->peers[s].gen == gen && dev->peers[s].pidfd >= 0 &&
+		if (atomic_load_explicit(&dev->peers[s].known, memory_order_relaxed) ==
+		    ((uint64_t)gen << 32 | HCA_PEER_OPEN) && dev->peers[s].pidfd >= 0 &&
 		    slot_read(seg, s, gen, &pid, &start))
 			v = hca_proc_live(pid, start, dev->peers[s].pidfd);
 		else
@@ -249,8 +257,10 @@ static void peer_died(struct hca_dev *dev, uint16_t slot, uint32_t gen)
 	pthread_mutex_lock(&dev->lock);
 	/* the tag names the generation watched: a pidfd of an older one,
 	 * closed since, may still have had its event queued */
-	if (p->gen == gen && p->pidfd >= 0) {
-		__atomic_store_n(&p->dead, true, __ATOMIC_RELEASE);
+	if (atomic_load_explicit(&p->known, memory_order_relaxed) ==
+	    ((uint64_t)gen << 32 | HCA_PEER_OPEN) && p->pidfd >= 0) {
+		atomic_store_explicit(&p->known, (uint64_t)gen << 32 | HCA_PEER_DEAD,
+				      memory_order_release);
 		epoll_ctl(dev->epfd, EPOLL_CTL_DEL, p->pidfd, NULL);
 		close(p->pidfd);
 		p->pidfd = -2; /* known dead, no fd */

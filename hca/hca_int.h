@@ -25,13 +25,24 @@
 #include "ring.h"
 #include "seg.h"
 
-/* A peer process as this process knows it: its pidfd, opened once. */
+/*
+ * A peer process as this process knows it: its pidfd, opened once.
+ * `known` packs the slot generation the verdict is about with the verdict
+ * (gen << 32 | HCA_PEER_OPEN or HCA_PEER_DEAD; 0: nothing known), so that
+ * a reader without dev->lock sees both from one load, never the gen of one
+ * incarnation with the verdict of another. Written only under dev->lock,
+ * with release stores; read by the fast path of hca_peer_check (any
+ * thread) with an acquire load. `pidfd` and the "unknown" fields are read
+ * and written only under dev->lock (and by dev_free once the progress
+ * thread has stopped).
+ */
+#define HCA_PEER_OPEN 1ULL  /* a pidfd watches it: alive until it fires */
+#define HCA_PEER_DEAD 2ULL  /* proven dead */
 struct hca_peer {
-	uint32_t gen;
+	_Atomic uint64_t known;
 	int pidfd;              /* -1 when not opened, -2 known dead */
-	bool dead;
 	/* a check that could not be made (no descriptor to spare): not
-	 * tried again for that generation until then (dev->lock) */
+	 * tried again for that generation until then */
 	uint32_t unknown_gen;
 	uint64_t unknown_until;
 };

@@ -85,13 +85,23 @@ void hca_bounce_serve(struct hca_dev *dev)
 static bool target_gone(struct hca_dev *dev, uint16_t slot, uint32_t gen)
 {
 	struct hca_proc *p = &dev->seg->procs[slot];
-	struct pollfd pf = { .fd = dev->peers[slot].pidfd, .events = POLLIN };
+	struct pollfd pf = { .events = POLLIN };
+	bool watched, gone = false;
 
 	if (atomic_load(&p->state) != HCA_PROC_LIVE || p->gen != gen)
 		return true;
-	if (dev->peers[slot].gen != gen || pf.fd < 0) /* no pidfd: only proof */
-		return hca_peer_check(dev, slot, gen) == HCA_LIVE_DEAD;
-	return poll(&pf, 1, 0) != 0;
+	/* under dev->lock: the progress thread may close the pidfd (a
+	 * death), and the number be reused, between our read and the poll */
+	pthread_mutex_lock(&dev->lock);
+	pf.fd = dev->peers[slot].pidfd;
+	watched = pf.fd >= 0 && atomic_load_explicit(&dev->peers[slot].known,
+						     memory_order_relaxed) ==
+				 ((uint64_t)gen << 32 | HCA_PEER_OPEN);
+	if (watched)
+		gone = poll(&pf, 1, 0) != 0;
+	pthread_mutex_unlock(&dev->lock);
+	/* no pidfd on it (none to spare): only proof of death ends the wait */
+	return watched ? gone : hca_peer_check(dev, slot, gen) == HCA_LIVE_DEAD;
 }
 
 static int bounce_wait(struct hca_dev *dev, struct hca_bounce *b, uint16_t slot,

@@ -255,9 +255,32 @@ static bool advice_drops_pages(int advice)
 	}
 }
 
+#ifdef __SANITIZE_THREAD__
+/*
+ * TSan builds only. glibc's thread exit drops the unused part of the dying
+ * thread's stack (madvise DONTNEED, just below its own stack pointer)
+ * after ThreadSanitizer has retired the thread: a report would take the
+ * listeners' lock through TSan's interceptor without a thread state, and
+ * crash. Such a range is left unreported there: a registration on the
+ * stack of a thread that is exiting is the one event the TSan tree misses
+ * (the unit tests never make one; the plain and ASan trees report it).
+ */
+static bool dying_stack(uintptr_t start, size_t len)
+{
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+
+	return start + len <= sp && sp - (start + len) < (1u << 20);
+}
+#else
+static bool dying_stack(uintptr_t start, size_t len)
+{
+	return false;
+}
+#endif
+
 static int hook_madvise(void *addr, size_t len, int advice)
 {
-	if (advice_drops_pages(advice))
+	if (advice_drops_pages(advice) && !dying_stack((uintptr_t)addr, len))
 		report((uintptr_t)addr, len, SIB_MEM_DONTNEED);
 	void *chain = chain_enter(P_MADVISE);
 	int r = chain ? ((int (*)(void *, size_t, int))chain)(addr, len,
@@ -385,6 +408,23 @@ static void *existing_jump(const uint8_t *p)
 	return NULL;
 }
 
+#ifdef __SANITIZE_THREAD__
+/* ThreadSanitizer keeps no shadow for libc's text, and its memcpy and
+ * atomic interceptors would write there: the patch is made with them
+ * ignoring this thread (the runtime's annotation entry points). */
+void AnnotateIgnoreWritesBegin(const char *file, int line);
+void AnnotateIgnoreWritesEnd(const char *file, int line);
+void AnnotateIgnoreSyncBegin(const char *file, int line);
+void AnnotateIgnoreSyncEnd(const char *file, int line);
+#define TSAN_IGNORE_BEGIN() (AnnotateIgnoreWritesBegin(__FILE__, __LINE__), \
+			     AnnotateIgnoreSyncBegin(__FILE__, __LINE__))
+#define TSAN_IGNORE_END() (AnnotateIgnoreSyncEnd(__FILE__, __LINE__), \
+			   AnnotateIgnoreWritesEnd(__FILE__, __LINE__))
+#else
+#define TSAN_IGNORE_BEGIN() ((void)0)
+#define TSAN_IGNORE_END() ((void)0)
+#endif
+
 static int write_code(uint8_t *at, const uint8_t *bytes, size_t n)
 {
 	long page = sysconf(_SC_PAGESIZE);
@@ -396,11 +436,14 @@ static int write_code(uint8_t *at, const uint8_t *bytes, size_t n)
 	/* The tail first, then the first 8 bytes in one store: a thread
 	 * entering the function meanwhile sees the old entry or the whole
 	 * jump (a thread already past the entry is the limit documented). */
-	memcpy(at + 8, bytes + 8, n - 8);
 	uint64_t head;
 
 	memcpy(&head, bytes, 8);
-	__atomic_store_n((uint64_t *)(void *)at, head, __ATOMIC_SEQ_CST);
+	TSAN_IGNORE_BEGIN();
+	memcpy(at + 8, bytes + 8, n - 8);
+	/* code bytes, not an object: viewed as an atomic word for this store */
+	atomic_store_explicit((_Atomic uint64_t *)(void *)at, head, memory_order_seq_cst);
+	TSAN_IGNORE_END();
 	mprotect((void *)lo, span, PROT_READ | PROT_EXEC);
 	__builtin___clear_cache((char *)at, (char *)at + n);
 	return 0;
