@@ -38,7 +38,7 @@ mkfifo "$SIB_TMP/hold.fifo"
 hold_pid=$!
 exec 7>"$SIB_TMP/hold.fifo"
 for ((i = 0; i < 100; i++)); do
-	grep -q '^open' "$SIB_TMP/hold.out" && break
+	grep -qs '^open' "$SIB_TMP/hold.out" && break
 	sleep 0.1
 done
 

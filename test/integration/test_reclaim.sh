@@ -64,7 +64,7 @@ start_hold() { # start_hold NAME: HOLD_PID once it has the device open
 	HOLD_PID=$!
 	exec 7>"$SIB_TMP/$1.fifo"
 	for ((i = 0; i < 200; i++)); do
-		grep -q '^open' "$out" && return 0
+		grep -qs '^open' "$out" && return 0
 		sleep 0.05
 	done
 	echo "dev_hold did not open the device:"
