@@ -3,7 +3,10 @@
  *
  * One POSIX shm object per (uid, network namespace) — a network namespace
  * is a host — named /softib-<uid>-<netns inode>. Every process that opens
- * softib0 maps it. It holds the process slots, the directory of QPs, CQs,
+ * softib0 maps it, holding a shared flock on the lock file beside it
+ * (<name>.lock) while it does; only the holder of the exclusive lock
+ * creates the object or unlinks an unusable one, so there is one segment
+ * at a time (seg.c). It holds the process slots, the directory of QPs, CQs,
  * SRQs, memory keys and multicast groups, and a heap from which the rings
  * (receive queues, SRQs, CQs) are carved, so that any process of the host
  * can act as the device for any queue (DESIGN decision 4).
@@ -77,7 +80,9 @@ struct hca_link_counters {
 	_Atomic uint64_t unknown_qp;
 };
 
-/* A process slot. Written under seg->lock; state read lock-free. */
+/* A process slot. Written under seg->lock; state read lock-free. A slot
+ * is freed only by its reclaim (reclaim.c), which only proof of its
+ * process's death (live.c) or the process's own close starts. */
 struct hca_proc {
 	_Atomic uint32_t state;
 	uint32_t gen;          /* bumped at each reuse of the slot */
