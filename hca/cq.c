@@ -57,7 +57,7 @@ static int cq_publish(struct hca_dev *dev, struct hca_cq *cq, uint32_t cap)
 	struct hca_cq_ent *e = &seg->cqs[idx];
 	e->owner = dev->slot;
 	e->owner_gen = dev->gen;
-	off = hca_heap_alloc(seg, bytes);
+	off = hca_dev_heap_alloc(dev, bytes);
 	if (!off)
 		return ENOMEM;
 	hca_ring_init(hca_seg_ptr(seg, off), cap, sizeof(struct hca_cqe));
@@ -69,7 +69,7 @@ static int cq_publish(struct hca_dev *dev, struct hca_cq *cq, uint32_t cap)
 	inl_bytes = hca_inl_pool_bytes(cap, &nslots, &max_len);
 	if (inl_bytes && atomic_load(&dev->inl_cqs) < HCA_INL_PROC_POOLS &&
 	    seg->heap_bump + inl_bytes < seg->heap_size / 2 &&
-	    (inl_off = hca_heap_alloc(seg, inl_bytes)))
+	    (e->inl_bytes = inl_bytes, inl_off = hca_dev_heap_alloc(dev, inl_bytes)))
 		hca_inl_pool_init(hca_seg_ptr(seg, inl_off), nslots, max_len);
 	e->inl_bytes = inl_off ? inl_bytes : 0;
 	e->inl_off = inl_off;
@@ -116,6 +116,7 @@ struct hca_cq *hca_cq_create(struct hca_ctx *ctx, int cqe, struct hca_chan *chan
 	pthread_mutex_init(&cq->poll_lock, NULL);
 	hca_seg_lock(dev->seg);
 	rc = cq_publish(dev, cq, cq_cap_for(cqe));
+	hca_dev_heap_done(dev);
 	hca_seg_unlock(dev->seg);
 	if (rc) {
 		free(cq);
@@ -161,7 +162,7 @@ int hca_cq_resize(struct hca_cq *cq, int cqe)
 		return EINVAL;
 	}
 	hca_seg_lock(seg);
-	off = hca_heap_alloc(seg, bytes);
+	off = hca_dev_heap_alloc(dev, bytes);
 	if (!off) {
 		hca_seg_unlock(seg);
 		pthread_mutex_unlock(&cq->poll_lock);
@@ -175,6 +176,7 @@ int hca_cq_resize(struct hca_cq *cq, int cqe)
 	 * loses the old block rather than have it freed twice */
 	uint64_t old_off = cq->ent->ring_off;
 	cq->ent->ring_off = off;
+	hca_dev_heap_done(dev);
 	hca_heap_free(seg, old_off, cq->ring_size);
 	atomic_store_explicit(&cq->ring, nr, memory_order_release);
 	cq->ring_size = bytes;

@@ -412,6 +412,21 @@ static inline bool hca_reliable(enum ibv_qp_type t)
 	return t == IBV_QPT_RC || t == IBV_QPT_XRC_SEND || t == IBV_QPT_XRC_RECV;
 }
 
+/*
+ * Heap blocks for this process's objects (seg->lock held): the block is
+ * recorded in our slot while it is being taken (seg.h, struct
+ * hca_heap_rec); hca_dev_heap_done once the object holds it.
+ */
+static inline uint64_t hca_dev_heap_alloc(struct hca_dev *dev, uint64_t size)
+{
+	return hca_heap_alloc_rec(dev->seg, size, &dev->seg->procs[dev->slot].alloc);
+}
+
+static inline void hca_dev_heap_done(struct hca_dev *dev)
+{
+	dev->seg->procs[dev->slot].alloc.off = 0;
+}
+
 /* live.c: proof of death only (a peer taken for dead is reclaimed) */
 enum hca_live { HCA_LIVE_YES, HCA_LIVE_DEAD, HCA_LIVE_UNKNOWN };
 enum hca_live hca_proc_live(pid_t pid, uint64_t start, int pidfd);

@@ -41,11 +41,12 @@ int hca_bounce_attach(struct hca_dev *dev)
 	uint64_t off;
 
 	hca_seg_lock(seg);
-	off = hca_heap_alloc(seg, sizeof(struct hca_bounce));
+	off = hca_dev_heap_alloc(dev, sizeof(struct hca_bounce));
 	if (off) {
 		hca_robust_mutex_init(&((struct hca_bounce *)hca_seg_ptr(seg, off))->lock);
 		seg->procs[dev->slot].bounce_off = off;
 	}
+	hca_dev_heap_done(dev);
 	hca_seg_unlock(seg);
 	return off ? 0 : ENOMEM;
 }

@@ -46,7 +46,9 @@ static struct hca_qp_ent *qp_page_get(struct hca_seg *seg, uint32_t qpn)
 
 	if (p)
 		return p;
-	off = hca_heap_alloc(seg, (uint64_t)HCA_QP_PAGE * sizeof(*p));
+	/* recorded in the slot while it is being made (reclaim.c) */
+	off = hca_heap_alloc_rec(seg, (uint64_t)HCA_QP_PAGE * sizeof(*p),
+				 &seg->procs[hca_qpn_slot(qpn)].alloc);
 	if (!off)
 		return NULL;
 	p = hca_seg_ptr(seg, off);
@@ -219,7 +221,7 @@ static int qp_publish(struct hca_dev *dev, struct hca_qp *qp)
 	e->rq_off = 0;
 	if (has_rq(qp)) {
 		bytes = hca_ring_bytes(qp->cap.max_recv_wr, hca_rwqe_body(qp->cap.max_recv_sge));
-		off = hca_heap_alloc(seg, bytes);
+		off = hca_dev_heap_alloc(dev, bytes);
 		if (!off) {
 			qp_num_unalloc(seg, e);
 			return ENOMEM;
@@ -333,6 +335,7 @@ struct hca_qp *hca_qp_create(struct hca_pd *pd, struct hca_qp_init *init, void *
 		goto err;
 	hca_seg_lock(dev->seg);
 	rc = qp_publish(dev, qp);
+	hca_dev_heap_done(dev);
 	hca_seg_unlock(dev->seg);
 	if (rc)
 		goto err;

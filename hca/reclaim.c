@@ -116,6 +116,49 @@ static void reclaim_rest(struct hca_seg *seg, uint16_t slot, uint32_t gen)
 	}
 }
 
+/* Does an object of the host hold the block at off? (seg->lock held) */
+static bool block_held(struct hca_seg *seg, uint16_t slot, uint64_t off)
+{
+	uint32_t first = ((uint32_t)slot + 1) << (HCA_QPN_K_BITS - HCA_QP_PAGE_BITS);
+
+	for (uint32_t i = 0; i < HCA_MAX_PROCS; i++)
+		if (seg->procs[i].bounce_off == off)
+			return true;
+	for (uint32_t i = 0; i < HCA_MAX_CQ; i++)
+		if (seg->cqs[i].ring_off == off || seg->cqs[i].inl_off == off)
+			return true;
+	for (uint32_t i = 0; i < HCA_MAX_SRQ; i++)
+		if (seg->srqs[i].ring_off == off)
+			return true;
+	/* rings of QPs and directory pages: the slot's own only */
+	for (uint32_t pg = first; pg < first + HCA_QP_PER_PROC / HCA_QP_PAGE; pg++) {
+		struct hca_qp_ent *p = hca_qp_page(seg, pg);
+
+		if (atomic_load(&seg->qp_pages[pg]) == off)
+			return true;
+		for (uint32_t i = 0; p && i < HCA_QP_PAGE; i++)
+			if (p[i].rq_off == off)
+				return true;
+	}
+	return false;
+}
+
+/*
+ * A block the dead process was taking when it died (struct hca_heap_rec):
+ * freed unless an object holds it — it was recorded in its object, which
+ * the reclaim frees in its turn, or it is someone's. Before anything else
+ * is freed, so that "held" still means held.
+ */
+static void reclaim_taking(struct hca_seg *seg, uint16_t slot)
+{
+	struct hca_heap_rec *rec = &seg->procs[slot].alloc;
+	uint64_t off = rec->off;
+
+	rec->off = 0;
+	if (off && !block_held(seg, slot, off))
+		hca_heap_free(seg, off, 1ULL << rec->order);
+}
+
 void hca_reclaim_slot(struct hca_seg *seg, uint16_t slot, uint32_t gen)
 {
 	struct hca_proc *p = &seg->procs[slot];
@@ -127,6 +170,7 @@ void hca_reclaim_slot(struct hca_seg *seg, uint16_t slot, uint32_t gen)
 		uint64_t bounce = p->bounce_off;
 
 		atomic_store(&p->state, HCA_PROC_DEAD);
+		reclaim_taking(seg, slot);
 		reclaim_qps(seg, slot, gen);
 		reclaim_rest(seg, slot, gen);
 		p->bounce_off = 0; /* cleared first: never freed twice */

@@ -331,6 +331,20 @@ static int heap_populate(struct hca_seg *seg, uint64_t off, uint64_t len)
 
 uint64_t hca_heap_alloc(struct hca_seg *seg, uint64_t size)
 {
+	return hca_heap_alloc_rec(seg, size, NULL);
+}
+
+/* Record the block taken before the slow part (issue 18: a death in it). */
+static void heap_rec(struct hca_heap_rec *rec, uint64_t off, unsigned order)
+{
+	if (rec) {
+		rec->order = (uint8_t)order;
+		rec->off = off;
+	}
+}
+
+uint64_t hca_heap_alloc_rec(struct hca_seg *seg, uint64_t size, struct hca_heap_rec *rec)
+{
 	unsigned order = heap_order(size);
 	uint64_t off, bsize = 1ULL << order;
 
@@ -340,6 +354,7 @@ uint64_t hca_heap_alloc(struct hca_seg *seg, uint64_t size)
 	off = seg->heap_free[order];
 	if (off) {
 		seg->heap_free[order] = *(uint64_t *)hca_seg_ptr(seg, off);
+		heap_rec(rec, off, order);
 	} else {
 		/* bump allocation keeps blocks aligned to their size */
 		uint64_t start = (seg->heap_bump + bsize - 1) & ~(bsize - 1);
@@ -363,6 +378,7 @@ uint64_t hca_heap_alloc(struct hca_seg *seg, uint64_t size)
 		if (heap_populate(seg, off, size < bsize ? size : bsize))
 			return 0;
 		seg->heap_bump = start + bsize;
+		heap_rec(rec, off, order);
 	}
 	memset(hca_seg_ptr(seg, off), 0, size < bsize ? size : bsize);
 	return off;

@@ -80,6 +80,19 @@ struct hca_link_counters {
 	_Atomic uint64_t unknown_qp;
 };
 
+/*
+ * The block a process's heap allocation took last (hca_heap_alloc_rec),
+ * recorded by the allocator as soon as the block is off its free list or
+ * past the bump pointer, before the slow part (populating and zeroing),
+ * and cleared by the creator once the block is recorded in its object. A
+ * process killed in between leaves it here: its reclaim frees the block
+ * unless an object of the host holds it (reclaim.c).
+ */
+struct hca_heap_rec {
+	uint64_t off;          /* 0: none */
+	uint8_t order;
+};
+
 /* A process slot. Written under seg->lock; state read lock-free. A slot
  * is freed only by its reclaim (reclaim.c), which only proof of its
  * process's death (live.c) or the process's own close starts. */
@@ -90,6 +103,7 @@ struct hca_proc {
 	uint64_t starttime;    /* /proc/<pid>/stat field 22: pid reuse guard */
 	uint64_t freed_ns;     /* when the slot was last freed (delayed reuse) */
 	uint64_t bounce_off;   /* its bounce mailbox (mem_bounce.c), 0 if none */
+	struct hca_heap_rec alloc; /* a block being taken (seg->lock held) */
 	struct hca_link_counters link;
 };
 
@@ -262,6 +276,7 @@ int hca_robust_mutex_init(pthread_mutex_t *m);
 
 /* Heap (call with seg->lock held). Returns 0 on failure. */
 uint64_t hca_heap_alloc(struct hca_seg *seg, uint64_t size);
+uint64_t hca_heap_alloc_rec(struct hca_seg *seg, uint64_t size, struct hca_heap_rec *rec);
 void hca_heap_free(struct hca_seg *seg, uint64_t off, uint64_t size);
 
 static inline void *hca_seg_ptr(struct hca_seg *seg, uint64_t off)

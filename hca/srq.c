@@ -64,7 +64,7 @@ static int srq_publish(struct hca_dev *dev, struct hca_srq *srq)
 	struct hca_srq_ent *e = &seg->srqs[idx];
 	e->owner = dev->slot;
 	e->owner_gen = dev->gen;
-	if (!(off = hca_heap_alloc(seg, bytes)))
+	if (!(off = hca_dev_heap_alloc(dev, bytes)))
 		return ENOMEM;
 	hca_ring_init(hca_seg_ptr(seg, off), cap, hca_rwqe_body(srq->max_sge));
 	e->ring_off = off; /* from here a death leaves it to the reclaim */
@@ -123,6 +123,7 @@ struct hca_srq *hca_srq_make(struct hca_pd *pd, struct hca_xrcd *xrcd,
 	srq->max_sge = attr->max_sge ? attr->max_sge : 1;
 	hca_seg_lock(dev->seg);
 	rc = srq_publish(dev, srq);
+	hca_dev_heap_done(dev);
 	hca_seg_unlock(dev->seg);
 	if (rc) {
 		free(srq);

@@ -110,12 +110,15 @@ start_job() { # start_job KIND
 	esac
 	c="$s localhost"
 	[ "$kind" = xsrq ] && c="ibv_xsrq_pingpong -d softib0 -p $p -n 8000 localhost"
+	# disowned: the shell reaps them without a "Killed" line each
 	$s >"$SIB_TMP/job$NJOBS.s" 2>&1 &
 	PIDS+=($!)
+	disown $!
 	sleep "0.$((RANDOM % 3 + 1))"
 	for ((k = 1; k < n; k++)); do
 		$c >"$SIB_TMP/job$NJOBS.c$k" 2>&1 &
 		PIDS+=($!)
+		disown $!
 	done
 }
 prune() {
@@ -150,7 +153,11 @@ storm() { # storm SECS
 	for p in "${PIDS[@]}"; do
 		kill -KILL "$p" 2>/dev/null && NKILLS=$((NKILLS + 1))
 	done
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+	for ((k = 0; k < 100; k++)); do # until the shell has reaped them all
+		prune
+		[ ${#PIDS[@]} = 0 ] && break
+		sleep 0.1
+	done
 	PIDS=()
 }
 
