@@ -779,15 +779,23 @@ static long long heap_free_bytes(const struct view *v)
 	uint64_t total, max_blocks = seg->heap_size >> HCA_HEAP_MIN_ORDER;
 	uint32_t nq = seg->nquar;
 
-	if (hi > v->len || seg->heap_bump > seg->heap_size || nq > HCA_QUARANTINE_LEN)
+	if (hi > v->len || seg->heap_bump > seg->heap_size || nq > HCA_QUARANTINE_LEN) {
+		fprintf(stderr, "softib: heap header out of bounds (bump %llu, %u in quarantine)\n",
+			(unsigned long long)seg->heap_bump, nq);
 		return -1;
+	}
 	total = seg->heap_size - seg->heap_bump;
 	for (unsigned o = HCA_HEAP_MIN_ORDER; o <= HCA_HEAP_MAX_ORDER; o++) {
 		uint64_t n = 0;
 
 		for (uint64_t off = seg->heap_free[o]; off; n++) {
-			if (off < lo || off + (1ULL << o) > hi || n > max_blocks)
+			if (off < lo || off + (1ULL << o) > hi || n > max_blocks) {
+				fprintf(stderr, "softib: free list of order %u: %s at block %llu "
+					"(offset %llu)\n", o, n > max_blocks ? "a cycle" :
+					"an offset outside the heap", (unsigned long long)n,
+					(unsigned long long)off);
 				return -1;
+			}
 			total += 1ULL << o;
 			off = *(const uint64_t *)((const char *)seg + off);
 		}
