@@ -48,15 +48,23 @@ static int cq_publish(struct hca_dev *dev, struct hca_cq *cq, uint32_t cap)
 	uint64_t off, inl_bytes, inl_off = 0;
 	uint32_t idx, nslots, max_len;
 
+	/* an entry holding a ring is not free even without a handle: its
+	 * maker died before publishing it, and the reclaim of its slot frees
+	 * it (hca_reclaim_slot) */
 	for (idx = 1; idx < HCA_MAX_CQ; idx++)
-		if (!atomic_load(&seg->cqs[idx].handle))
+		if (!atomic_load(&seg->cqs[idx].handle) && !seg->cqs[idx].ring_off &&
+		    !seg->cqs[idx].inl_off)
 			break;
 	if (idx == HCA_MAX_CQ)
 		return ENOMEM;
-	off = hca_heap_alloc(seg, bytes);
+	struct hca_cq_ent *e = &seg->cqs[idx];
+	e->owner = dev->slot;
+	e->owner_gen = dev->gen;
+	off = hca_dev_heap_alloc(dev, bytes);
 	if (!off)
 		return ENOMEM;
 	hca_ring_init(hca_seg_ptr(seg, off), cap, sizeof(struct hca_cqe));
+	e->ring_off = off; /* from here a death leaves it to the reclaim */
 	/* the inline pool is an accelerator: without room for it the CQ
 	 * still works, its payloads all going by CMA. Pools never take the
 	 * upper half of the heap, nor more than HCA_INL_PROC_POOLS per
@@ -64,20 +72,16 @@ static int cq_publish(struct hca_dev *dev, struct hca_cq *cq, uint32_t cap)
 	inl_bytes = hca_inl_pool_bytes(cap, &nslots, &max_len);
 	if (inl_bytes && atomic_load(&dev->inl_cqs) < HCA_INL_PROC_POOLS &&
 	    seg->heap_bump + inl_bytes < seg->heap_size / 2 &&
-	    (inl_off = hca_heap_alloc(seg, inl_bytes)))
+	    (e->inl_bytes = inl_bytes, inl_off = hca_dev_heap_alloc(dev, inl_bytes)))
 		hca_inl_pool_init(hca_seg_ptr(seg, inl_off), nslots, max_len);
-	struct hca_cq_ent *e = &seg->cqs[idx];
-	e->inl_off = inl_off;
 	e->inl_bytes = inl_off ? inl_bytes : 0;
+	e->inl_off = inl_off;
 	atomic_store(&e->ev_pending, 0);
 	if (inl_off) {
 		atomic_fetch_add(&dev->inl_cqs, 1);
 		if (idx + 1 > atomic_load(&dev->inl_cq_hi))
 			atomic_store(&dev->inl_cq_hi, idx + 1);
 	}
-	e->owner = dev->slot;
-	e->owner_gen = dev->gen;
-	e->ring_off = off;
 	e->chan = cq->chan ? cq->chan->id : 0;
 	e->stamp = !!(cq->flags & HCA_CQ_TIMESTAMPS);
 	atomic_store(&e->armed, 0);
@@ -102,12 +106,9 @@ static void cq_unpublish(struct hca_dev *dev, struct hca_cq *cq)
 	hca_seg_lock(seg);
 	atomic_store_explicit(&cq->ent->handle, 0, memory_order_release);
 	hca_cq_tab_set(dev, cq->idx, NULL);
-	hca_heap_free(seg, cq->ent->ring_off, cq->ring_size);
-	if (cq->ent->inl_off) {
-		hca_heap_free(seg, cq->ent->inl_off, cq->ent->inl_bytes);
-		cq->ent->inl_off = 0;
+	if (cq->ent->inl_off)
 		atomic_fetch_sub(&dev->inl_cqs, 1);
-	}
+	hca_cq_ent_free(seg, cq->ent);
 	hca_seg_unlock(seg);
 }
 
@@ -137,6 +138,7 @@ struct hca_cq *hca_cq_create(struct hca_ctx *ctx, int cqe, struct hca_chan *chan
 	}
 	hca_seg_lock(dev->seg);
 	rc = cq_publish(dev, cq, cq_cap_for(cqe));
+	hca_dev_heap_done(dev);
 	hca_seg_unlock(dev->seg);
 	/* on the channel's list once whole (readers look at cq->ent); it
 	 * can owe no event before: it is not armed until create returns */
@@ -185,7 +187,7 @@ int hca_cq_resize(struct hca_cq *cq, int cqe)
 		return EINVAL;
 	}
 	hca_seg_lock(seg);
-	off = hca_heap_alloc(seg, bytes);
+	off = hca_dev_heap_alloc(dev, bytes);
 	if (!off) {
 		hca_seg_unlock(seg);
 		pthread_mutex_unlock(&cq->poll_lock);
@@ -195,14 +197,41 @@ int hca_cq_resize(struct hca_cq *cq, int cqe)
 	hca_ring_init(nr, cap, sizeof(struct hca_cqe));
 	while (hca_ring_pop(cq->ring, &c, sizeof(c)) == 0)
 		hca_ring_push(nr, &c, sizeof(c));
-	hca_heap_free(seg, cq->ent->ring_off, cq->ring_size);
+	/* the entry names the new ring before the old goes: a death between
+	 * loses the old block rather than have it freed twice */
+	uint64_t old_off = cq->ent->ring_off;
 	cq->ent->ring_off = off;
+	hca_dev_heap_done(dev);
+	hca_heap_free(seg, old_off, cq->ring_size);
 	atomic_store_explicit(&cq->ring, nr, memory_order_release);
 	cq->ring_size = bytes;
 	cq->cqe = (int)cap - 1;
 	hca_seg_unlock(seg);
 	pthread_mutex_unlock(&cq->poll_lock);
 	return 0;
+}
+
+/*
+ * Free a CQ entry's blocks (seg->lock held, its handle already 0): each
+ * offset is cleared before its block is freed, so that a death between
+ * the two loses the block instead of having a reclaim free it twice, and
+ * the entry is free again once both are clear.
+ */
+void hca_cq_ent_free(struct hca_seg *seg, struct hca_cq_ent *e)
+{
+	uint64_t off = e->ring_off, inl = e->inl_off;
+
+	if (off) {
+		struct hca_ring *r = hca_seg_ptr(seg, off);
+		uint64_t bytes = hca_ring_bytes(r->cap, r->stride - 8);
+
+		e->ring_off = 0;
+		hca_heap_free(seg, off, bytes);
+	}
+	if (inl) {
+		e->inl_off = 0;
+		hca_heap_free(seg, inl, e->inl_bytes);
+	}
 }
 
 int hca_cq_destroy(struct hca_cq *cq)

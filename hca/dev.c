@@ -24,15 +24,9 @@
 #define HCA_PERIOD_NS (200ULL * 1000000ULL) /* membership re-check */
 #define HCA_POLL_GRACE_NS 200000ULL /* a poller this recent reads the socket */
 #define HCA_POLL_RECHECK_NS 500000ULL /* ... and is looked at again after this */
-#define HCA_PEER_TAG (1ULL << 48) /* epoll tag of a pidfd: | gen << 16 | slot */
 
 static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct hca_dev *the_dev;
-
-static int pidfd_open_(pid_t pid)
-{
-	return (int)syscall(SYS_pidfd_open, pid, 0);
-}
 
 /* Abstract socket names live in the network namespace: a host. */
 static socklen_t db_addr(struct hca_dev *dev, struct sockaddr_un *a, uint16_t slot,
@@ -58,6 +52,17 @@ int hca_dev_notify(struct hca_dev *dev, uint16_t slot, uint32_t gen,
 
 /* ---- peers ---- */
 
+/* A liveness check that could not be made is not made again sooner. */
+#define HCA_UNKNOWN_NS (50ULL * 1000000ULL)
+
+/* The epoll tag of a peer's pidfd: the slot and the generation watched. */
+#define PEER_TAG 0x8000000000000000ULL
+
+static uint64_t peer_tag(uint16_t slot, uint32_t gen)
+{
+	return PEER_TAG | (uint64_t)gen << 16 | slot;
+}
+
 static void peer_close(struct hca_dev *dev, uint16_t slot)
 {
 	struct hca_peer *p = &dev->peers[slot];
@@ -73,61 +78,103 @@ static void peer_close(struct hca_dev *dev, uint16_t slot)
 }
 
 /*
- * Open a pidfd on the slot's process and check, through its start time,
- * that the pid still names that process: from then on the pidfd tells us
- * when it dies, and a dead peer's pid is never used again.
- * Called with dev->lock held.
+ * The process of (slot, gen) as the slot records it: its pid and start
+ * time, read so that they are that generation's (a seqlock read: the slot
+ * may be reclaimed and taken again while we read). False: that
+ * generation is no longer the slot's — it was reclaimed, which only
+ * proof of its death (or its own close) does.
  */
-static bool peer_open(struct hca_dev *dev, uint16_t slot, uint32_t gen)
+static bool slot_read(struct hca_seg *seg, uint16_t slot, uint32_t gen, pid_t *pid,
+		      uint64_t *start)
 {
-	struct hca_proc *pr = &dev->seg->procs[slot];
+	struct hca_proc *pr = &seg->procs[slot];
+
+	if (atomic_load_explicit(&pr->state, memory_order_acquire) != HCA_PROC_LIVE ||
+	    pr->gen != gen)
+		return false;
+	*pid = pr->pid;
+	*start = pr->starttime;
+	atomic_thread_fence(memory_order_acquire);
+	return atomic_load_explicit(&pr->state, memory_order_relaxed) == HCA_PROC_LIVE &&
+	       pr->gen == gen;
+}
+
+/*
+ * Check (slot, gen) with a pidfd of its own: from then on the pidfd tells
+ * us when it dies, in the progress thread's epoll set. Called with
+ * dev->lock held. HCA_LIVE_UNKNOWN (no file descriptor to spare, /proc
+ * unreadable) leaves everything as it was, and the membership scan asks
+ * again at its next tick.
+ */
+static enum hca_live peer_open(struct hca_dev *dev, uint16_t slot, uint32_t gen)
+{
 	struct hca_peer *p = &dev->peers[slot];
-	struct epoll_event ev = { .events = EPOLLIN };
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = peer_tag(slot, gen) };
+	enum hca_live v;
+	uint64_t start;
+	pid_t pid;
 	int fd;
 
-	peer_close(dev, slot);
-	if (atomic_load(&pr->state) != HCA_PROC_LIVE || pr->gen != gen) {
-		atomic_store_explicit(&p->known, (uint64_t)gen << 32 | HCA_PEER_DEAD,
-				      memory_order_release);
-		return false;
+	if (!slot_read(dev->seg, slot, gen, &pid, &start))
+		return HCA_LIVE_DEAD; /* another generation's now: not our cache's */
+	if (p->unknown_gen == gen && hca_now_ns() < p->unknown_until) {
+		dev->rescan = true;
+		return HCA_LIVE_UNKNOWN; /* asked a moment ago */
 	}
-	fd = pidfd_open_(pr->pid);
-	if (fd < 0 || hca_proc_starttime(pr->pid) != pr->starttime) {
-		if (fd >= 0)
-			close(fd);
+	v = hca_proc_watch(pid, start, &fd);
+	if (v == HCA_LIVE_UNKNOWN) {
+		p->unknown_gen = gen;
+		p->unknown_until = hca_now_ns() + HCA_UNKNOWN_NS;
+		dev->rescan = true;
+		return v;
+	}
+	peer_close(dev, slot);
+	if (v == HCA_LIVE_DEAD) {
+		p->pidfd = -2; /* known dead, no fd */
 		atomic_store_explicit(&p->known, (uint64_t)gen << 32 | HCA_PEER_DEAD,
 				      memory_order_release);
-		return false;
+		return v;
 	}
 	p->pidfd = fd;
-	/* the gen in the tag: an event of a closed pidfd, already taken
-	 * by epoll_wait, must not kill the slot's next incarnation */
-	ev.data.u64 = HCA_PEER_TAG | (uint64_t)gen << 16 | slot;
 	/* not watched (ENOMEM, ENOSPC: max_user_watches): the thread's tick
 	 * polls the pidfd instead (peers_poll_unwatched) */
-	if (hca_epoll_ctl(dev->epfd, EPOLL_CTL_ADD, fd, &ev))
+	if (dev->epfd >= 0 && hca_epoll_ctl(dev->epfd, EPOLL_CTL_ADD, fd, &ev))
 		p->unwatched = true;
 	atomic_store_explicit(&p->known, (uint64_t)gen << 32 | HCA_PEER_OPEN,
 			      memory_order_release);
-	return true;
+	return v;
 }
 
-bool hca_peer_alive(struct hca_dev *dev, uint16_t slot, uint32_t gen)
+/* Is (slot, gen) alive, dead, or can we not tell now? */
+enum hca_live hca_peer_check(struct hca_dev *dev, uint16_t slot, uint32_t gen)
 {
 	struct hca_peer *p = &dev->peers[slot];
 	const uint64_t open = (uint64_t)gen << 32 | HCA_PEER_OPEN;
-	bool ok;
+	const uint64_t dead = (uint64_t)gen << 32 | HCA_PEER_DEAD;
+	enum hca_live v;
+	uint64_t k;
 
 	if (slot == dev->slot)
-		return gen == dev->gen;
-	/* the common case: a pidfd watches this incarnation */
-	if (atomic_load_explicit(&p->known, memory_order_acquire) == open)
-		return true;
+		return gen == dev->gen ? HCA_LIVE_YES : HCA_LIVE_DEAD;
+	/* the common case: a pidfd watches this incarnation, or it is known
+	 * dead — one acquire load, no lock */
+	k = atomic_load_explicit(&p->known, memory_order_acquire);
+	if (k == open || k == dead)
+		return k == open ? HCA_LIVE_YES : HCA_LIVE_DEAD;
 	pthread_mutex_lock(&dev->lock);
-	ok = atomic_load_explicit(&p->known, memory_order_relaxed) == open ||
-	     peer_open(dev, slot, gen);
+	k = atomic_load_explicit(&p->known, memory_order_relaxed);
+	if (k == open || k == dead)
+		v = k == open ? HCA_LIVE_YES : HCA_LIVE_DEAD;
+	else
+		v = peer_open(dev, slot, gen);
 	pthread_mutex_unlock(&dev->lock);
-	return ok;
+	return v;
+}
+
+/* Alive, and its pid vouched for by a pidfd (memory may be reached). */
+bool hca_peer_alive(struct hca_dev *dev, uint16_t slot, uint32_t gen)
+{
+	return hca_peer_check(dev, slot, gen) == HCA_LIVE_YES;
 }
 
 pid_t hca_peer_pid(struct hca_dev *dev, uint16_t slot, uint32_t gen)
@@ -137,111 +184,40 @@ pid_t hca_peer_pid(struct hca_dev *dev, uint16_t slot, uint32_t gen)
 	return dev->seg->procs[slot].pid;
 }
 
-/* ---- reclaiming a dead process's objects ---- */
+/* ---- noticing deaths: reclaim (reclaim.c) whoever notices first ---- */
 
-struct reclaim_arg {
-	uint16_t slot;
-	uint32_t gen;
-};
-
-static void reclaim_qp(struct hca_seg *seg, struct hca_qp_ent *e, void *arg)
-{
-	const struct reclaim_arg *a = arg;
-
-	/* XRC targets are the domain's: hca_xrc_reclaim drops the bit */
-	if (e->owner == a->slot && e->owner_gen == a->gen && e->type != IBV_QPT_XRC_RECV)
-		hca_qp_ent_free(seg, e, 0);
-}
-
-static void reclaim_qps(struct hca_seg *seg, uint16_t slot, uint32_t gen)
-{
-	struct reclaim_arg a = { slot, gen };
-
-	/* a process's QPs are in its slot's pages only */
-	hca_qp_ent_each(seg, ((uint32_t)slot + 1) << (HCA_QPN_K_BITS - HCA_QP_PAGE_BITS),
-			HCA_QP_PER_PROC / HCA_QP_PAGE, reclaim_qp, &a);
-	hca_xrc_reclaim(seg, slot);
-}
-
-static void reclaim_rest(struct hca_seg *seg, uint16_t slot, uint32_t gen)
-{
-	for (uint32_t i = 0; i < HCA_MAX_CQ; i++) {
-		struct hca_cq_ent *e = &seg->cqs[i];
-		if (atomic_load(&e->handle) && e->owner == slot && e->owner_gen == gen) {
-			struct hca_ring *r = hca_seg_ptr(seg, e->ring_off);
-			atomic_store_explicit(&e->handle, 0, memory_order_release);
-			hca_heap_free(seg, e->ring_off, hca_ring_bytes(r->cap, r->stride - 8));
-			if (e->inl_off) /* its inline pool (cq_inline.c) */
-				hca_heap_free(seg, e->inl_off, e->inl_bytes);
-			e->inl_off = 0;
-		}
-	}
-	for (uint32_t i = 0; i < HCA_MAX_SRQ; i++) {
-		struct hca_srq_ent *e = &seg->srqs[i];
-		if (atomic_load(&e->handle) && e->owner == slot && e->owner_gen == gen) {
-			struct hca_ring *r = hca_seg_ptr(seg, e->ring_off);
-			atomic_store_explicit(&e->handle, 0, memory_order_release);
-			hca_heap_free(seg, e->ring_off, hca_ring_bytes(r->cap, r->stride - 8));
-		}
-	}
-	for (uint32_t i = 0; i < HCA_MAX_MR; i++) {
-		struct hca_mr_ent *e = &seg->mrs[i];
-		if (atomic_load(&e->key) && e->owner == slot && e->owner_gen == gen)
-			atomic_store_explicit(&e->key, 0, memory_order_release);
-	}
-}
-
-/* Whoever notices a death first reclaims; the others find it done. */
-static void reclaim_slot(struct hca_seg *seg, uint16_t slot, uint32_t gen)
-{
-	struct hca_proc *p = &seg->procs[slot];
-
-	uint32_t st;
-
-	hca_seg_lock(seg);
-	st = atomic_load(&p->state);
-	/* DEAD under the lock: a reclaimer died half-way (its process
-	 * exited while its progress thread reclaimed); finish its work —
-	 * every step below skips what is already freed */
-	if (p->gen == gen && (st == HCA_PROC_LIVE || st == HCA_PROC_DEAD)) {
-		atomic_store(&p->state, HCA_PROC_DEAD);
-		hca_claims_recover(seg, slot); /* its half-done ring claims */
-		reclaim_qps(seg, slot, gen);
-		reclaim_rest(seg, slot, gen);
-		hca_heap_free(seg, p->bounce_off, hca_bounce_bytes());
-		p->bounce_off = 0;
-		p->freed_ns = hca_now_ns();
-		p->pid = 0;
-		atomic_store(&p->state, HCA_PROC_FREE);
-		atomic_fetch_add(&seg->members, 1);
-	}
-	hca_seg_unlock(seg);
-}
-
-/* Check every live slot: open a pidfd on new members, reclaim the dead. */
+/*
+ * Check every occupied slot: open a pidfd on new members, reclaim the
+ * dead. Runs when the membership changed, or when a check could not be
+ * made last time (dev->rescan). A slot left DEAD is a reclaim that its
+ * reclaimer did not finish (it died in it): finish it.
+ */
 static void scan_members(struct hca_dev *dev)
 {
 	struct hca_seg *seg = dev->seg;
 	uint32_t m = atomic_load(&seg->members);
 
-	if (m == dev->members_seen)
+	if (m == dev->members_seen && !dev->rescan)
 		return;
 	dev->members_seen = m;
+	dev->rescan = false;
 	for (uint16_t s = 0; s < HCA_MAX_PROCS; s++) {
 		struct hca_proc *pr = &seg->procs[s];
-		uint32_t gen = pr->gen, st = atomic_load(&pr->state);
+		uint32_t st = atomic_load_explicit(&pr->state, memory_order_acquire);
+		uint32_t gen = pr->gen;
 
 		if (s == dev->slot || st == HCA_PROC_FREE)
 			continue;
-		if (st == HCA_PROC_DEAD || !hca_peer_alive(dev, s, gen))
-			reclaim_slot(seg, s, gen);
+		if (st == HCA_PROC_DEAD || hca_peer_check(dev, s, gen) == HCA_LIVE_DEAD)
+			hca_reclaim_slot(seg, s, gen);
 	}
 }
 
 /*
- * Reclaim, now, every process of the host that has died, whether or not
- * a progress thread has noticed yet (an XRC domain found by its file must
- * not be a dead process's).
+ * Reclaim, now, every process of the host that is proven dead, whether
+ * or not a progress thread has noticed yet: at device open (so that once
+ * ibv_open_device returns, nothing of a process dead before it is left),
+ * and before an XRC domain is looked up by its file.
  */
 void hca_dev_reap(struct hca_dev *dev)
 {
@@ -249,42 +225,51 @@ void hca_dev_reap(struct hca_dev *dev)
 
 	for (uint16_t s = 0; s < HCA_MAX_PROCS; s++) {
 		struct hca_proc *pr = &seg->procs[s];
-		uint32_t gen = pr->gen, st = atomic_load(&pr->state);
-		int fd;
+		uint32_t st = atomic_load_explicit(&pr->state, memory_order_acquire);
+		uint32_t gen = pr->gen;
+		enum hca_live v;
+		uint64_t start;
+		pid_t pid;
 
 		if (s == dev->slot || st == HCA_PROC_FREE)
 			continue;
-		fd = st == HCA_PROC_DEAD ? -1 : (int)syscall(SYS_pidfd_open, pr->pid, 0);
-		if (fd >= 0) {
-			struct pollfd pf = { .fd = fd, .events = POLLIN };
-			bool dead = poll(&pf, 1, 0) != 0 ||
-				    hca_proc_starttime(pr->pid) != pr->starttime;
-
-			close(fd);
-			if (!dead)
-				continue;
+		if (st == HCA_PROC_DEAD) {
+			hca_reclaim_slot(seg, s, gen);
+			continue;
 		}
-		reclaim_slot(seg, s, gen);
+		/* our pidfd if we watch it (its death may not have reached
+		 * the progress thread yet), else a look of its own */
+		pthread_mutex_lock(&dev->lock);
+		if (atomic_load_explicit(&dev->peers[s].known, memory_order_relaxed) ==
+		    ((uint64_t)gen << 32 | HCA_PEER_OPEN) && dev->peers[s].pidfd >= 0 &&
+		    slot_read(seg, s, gen, &pid, &start))
+			v = hca_proc_live(pid, start, dev->peers[s].pidfd);
+		else
+			v = peer_open(dev, s, gen);
+		pthread_mutex_unlock(&dev->lock);
+		if (v == HCA_LIVE_DEAD)
+			hca_reclaim_slot(seg, s, gen);
 	}
 }
 
+/* A pidfd turned readable: (slot, gen) has exited. */
 static void peer_died(struct hca_dev *dev, uint16_t slot, uint32_t gen)
 {
+	struct hca_peer *p = &dev->peers[slot];
+
 	pthread_mutex_lock(&dev->lock);
-	if (atomic_load_explicit(&dev->peers[slot].known, memory_order_relaxed) !=
-	    ((uint64_t)gen << 32 | HCA_PEER_OPEN)) {
-		pthread_mutex_unlock(&dev->lock); /* a stale event */
-		return;
-	}
-	atomic_store_explicit(&dev->peers[slot].known, (uint64_t)gen << 32 | HCA_PEER_DEAD,
-			      memory_order_release);
-	if (dev->peers[slot].pidfd >= 0) {
-		(void)epoll_ctl(dev->epfd, EPOLL_CTL_DEL, dev->peers[slot].pidfd, NULL);
-		close(dev->peers[slot].pidfd);
-		dev->peers[slot].pidfd = -2; /* known dead, no fd */
+	/* the tag names the generation watched: a pidfd of an older one,
+	 * closed since, may still have had its event queued */
+	if (atomic_load_explicit(&p->known, memory_order_relaxed) ==
+	    ((uint64_t)gen << 32 | HCA_PEER_OPEN) && p->pidfd >= 0) {
+		atomic_store_explicit(&p->known, (uint64_t)gen << 32 | HCA_PEER_DEAD,
+				      memory_order_release);
+		epoll_ctl(dev->epfd, EPOLL_CTL_DEL, p->pidfd, NULL);
+		close(p->pidfd);
+		p->pidfd = -2; /* known dead, no fd */
 	}
 	pthread_mutex_unlock(&dev->lock);
-	reclaim_slot(dev->seg, slot, gen);
+	hca_reclaim_slot(dev->seg, slot, gen);
 }
 
 /* ---- waiting QPs (RNR and retransmission timers) ---- */
@@ -689,9 +674,8 @@ static void *progress_main(void *arg)
 				dev->link_watched = false;
 				pthread_mutex_unlock(&dev->link_watch_lock);
 				link_wake(dev);
-			} else if (tag & HCA_PEER_TAG) {
-				peer_died(dev, (uint16_t)(tag & 0xffff),
-					  (uint32_t)(tag >> 16));
+			} else if (tag & PEER_TAG) {
+				peer_died(dev, (uint16_t)(tag & 0xffff), (uint32_t)(tag >> 16));
 			}
 		}
 	}
@@ -776,7 +760,7 @@ static void dev_free(struct hca_dev *dev)
 	hca_link_fini(dev);
 	hca_wake_fini(dev);
 	if (dev->seg && dev->gen)
-		reclaim_slot(dev->seg, dev->slot, dev->gen);
+		hca_reclaim_slot(dev->seg, dev->slot, dev->gen);
 	if (dev->db_fd >= 0)
 		close(dev->db_fd);
 	if (dev->epfd >= 0)
@@ -786,7 +770,7 @@ static void dev_free(struct hca_dev *dev)
 	if (dev->stop_fd >= 0)
 		close(dev->stop_fd);
 	if (dev->seg)
-		hca_seg_unmap(dev->seg, dev->seg_len);
+		hca_seg_unmap(dev->seg, dev->seg_len, dev->seg_lock_fd);
 	if (dev->qp_tab)
 		munmap(dev->qp_tab, HCA_MAX_QP * sizeof(*dev->qp_tab));
 	if (dev->xrc_local)
@@ -817,7 +801,7 @@ static struct hca_dev *dev_create(void)
 
 	if (!dev)
 		return NULL;
-	dev->db_fd = dev->epfd = dev->timer_fd = dev->stop_fd = -1;
+	dev->db_fd = dev->epfd = dev->timer_fd = dev->stop_fd = dev->seg_lock_fd = -1;
 	dev->link.fd = dev->link.rx_epfd = -1;
 	dev->wake.timer_fd = -1;
 	for (int s = 0; s < HCA_MAX_PROCS; s++)
@@ -847,7 +831,7 @@ static struct hca_dev *dev_create(void)
 	dev->guid = hca_node_guid(&dev->net, getuid());
 	dev->lid = hca_host_lid(&dev->net);
 	dev->mtu = hca_mtu_for_ifmtu(dev->net.ifmtu);
-	rc = hca_seg_map(&dev->seg, &dev->seg_len);
+	rc = hca_seg_map(&dev->seg, &dev->seg_len, &dev->seg_lock_fd);
 	if (rc)
 		goto err;
 	rc = dev_attach(dev);
@@ -859,6 +843,7 @@ static struct hca_dev *dev_create(void)
 	rc = progress_start(dev);
 	if (rc)
 		goto err;
+	hca_dev_reap(dev); /* nothing of a process dead before us is left */
 	return dev;
 err:
 	dev_free(dev);

@@ -117,7 +117,9 @@ static bool copier_gone(struct hca_dev *dev, uint16_t s, uint32_t g)
 	/* reclaimed (or being): its process is dead, or closed the device */
 	if (atomic_load(&dev->seg->procs[s].state) != HCA_PROC_LIVE)
 		return true;
-	if (!hca_peer_alive(dev, s, g))
+	/* proven dead only: a copier we cannot check (no descriptor to
+	 * spare: HCA_LIVE_UNKNOWN) may still be copying */
+	if (hca_peer_check(dev, s, g) == HCA_LIVE_DEAD)
 		return true;
 	/* the pidfd under dev->lock (hca_peer): the progress thread may close
 	 * it, and its number be reused, between our read and the poll */

@@ -34,16 +34,21 @@
  * (gen << 32 | HCA_PEER_OPEN or HCA_PEER_DEAD; 0: nothing known), so that
  * a reader without dev->lock sees both from one load, never the gen of one
  * incarnation with the verdict of another. Written only under dev->lock,
- * with release stores; read by hca_peer_alive's fast path (any thread)
- * with an acquire load. `pidfd` is read and written only under dev->lock
- * (and by dev_free once the progress thread has stopped).
+ * with release stores; read by the fast path of hca_peer_check (any
+ * thread) with an acquire load. `pidfd` and the "unknown" fields are read
+ * and written only under dev->lock (and by dev_free once the progress
+ * thread has stopped).
  */
 #define HCA_PEER_OPEN 1ULL  /* a pidfd watches it: alive until it fires */
-#define HCA_PEER_DEAD 2ULL
+#define HCA_PEER_DEAD 2ULL  /* proven dead */
 struct hca_peer {
 	_Atomic uint64_t known;
 	int pidfd;              /* -1 when not opened, -2 known dead */
 	bool unwatched;         /* the epoll set refused pidfd: polled at ticks */
+	/* a check that could not be made (no descriptor to spare): not
+	 * tried again for that generation until then */
+	uint32_t unknown_gen;
+	uint64_t unknown_until;
 };
 
 /* Largest datagram: BTH + headers + a 4096-byte MTU payload + ICRC. */
@@ -114,6 +119,7 @@ struct hca_wake {
 struct hca_dev {
 	struct hca_seg *seg;
 	size_t seg_len;
+	int seg_lock_fd;        /* shared flock: one segment at a time (seg.c) */
 	uint16_t slot;
 	uint32_t gen;
 	pid_t pid;
@@ -132,6 +138,7 @@ struct hca_dev {
 	pthread_mutex_t lock;   /* private tables, peers, waiting list */
 	struct hca_peer peers[HCA_MAX_PROCS];
 	uint32_t members_seen;
+	_Atomic bool rescan;    /* a liveness check could not be made: again */
 	struct hca_qp *waiting;     /* QPs with a send WQE held back */
 	_Atomic uint64_t next_wake_ns;
 
@@ -295,6 +302,7 @@ struct hca_rwqe {
 struct hca_srq {
 	struct hca_pd *pd;
 	uint32_t idx, handle;
+	uint32_t num;           /* what peers name it by: hca_srq_num */
 	struct hca_srq_ent *ent;
 	struct hca_ring *ring;
 	uint64_t ring_size;
@@ -471,10 +479,34 @@ ssize_t hca_sock_recv_checked(int fd, void *buf, size_t len, int flags,
 			      _Atomic uint64_t *foreign);
 _Atomic uint64_t *hca_dev_foreign_counter(struct hca_dev *dev);
 
+/*
+ * Heap blocks for this process's objects (seg->lock held): the block is
+ * recorded in our slot while it is being taken (seg.h, struct
+ * hca_heap_rec); hca_dev_heap_done once the object holds it.
+ */
+static inline uint64_t hca_dev_heap_alloc(struct hca_dev *dev, uint64_t size)
+{
+	return hca_heap_alloc_rec(dev->seg, size, &dev->seg->procs[dev->slot].alloc);
+}
+
+static inline void hca_dev_heap_done(struct hca_dev *dev)
+{
+	dev->seg->procs[dev->slot].alloc.off = 0;
+}
+
+/* live.c: proof of death only (a peer taken for dead is reclaimed) */
+enum hca_live { HCA_LIVE_YES, HCA_LIVE_DEAD, HCA_LIVE_UNKNOWN };
+enum hca_live hca_proc_live(pid_t pid, uint64_t start, int pidfd);
+enum hca_live hca_proc_watch(pid_t pid, uint64_t start, int *fdp);
+
+/* reclaim.c */
+void hca_reclaim_slot(struct hca_seg *seg, uint16_t slot, uint32_t gen);
+
 /* dev.c */
 int hca_dev_notify(struct hca_dev *dev, uint16_t slot, uint32_t gen,
 		   const void *msg, size_t len);
 void hca_dev_wait_add(struct hca_dev *dev, struct hca_qp *qp);
+enum hca_live hca_peer_check(struct hca_dev *dev, uint16_t slot, uint32_t gen);
 bool hca_peer_alive(struct hca_dev *dev, uint16_t slot, uint32_t gen);
 pid_t hca_peer_pid(struct hca_dev *dev, uint16_t slot, uint32_t gen);
 void hca_dev_run_waiting(struct hca_dev *dev);
@@ -550,6 +582,7 @@ int hca_cq_push(struct hca_dev *dev, uint32_t cq_idx, const struct hca_cqe *c,
 int hca_cq_push_claim(struct hca_dev *dev, struct hca_claim *cl, uint32_t cq_idx,
 		      const struct hca_cqe *c, bool solicited, bool releases);
 struct hca_cq_ent *hca_cq_ent(struct hca_dev *dev, uint32_t cq_idx);
+void hca_cq_ent_free(struct hca_seg *seg, struct hca_cq_ent *e);
 bool hca_cq_event_take(struct hca_cq *cq);
 
 /* claim.c */
@@ -585,6 +618,8 @@ void hca_inl_sweep(struct hca_dev *dev);
 uint32_t hca_rwqe_body(uint32_t max_sge);
 int hca_ring_post_recv(struct hca_ring *r, uint32_t max_sge,
 		       struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+void hca_srq_ent_free(struct hca_seg *seg, struct hca_srq_ent *e);
+struct hca_srq_ent *hca_srq_lookup(struct hca_seg *seg, uint32_t srqn);
 struct hca_srq *hca_srq_make(struct hca_pd *pd, struct hca_xrcd *xrcd,
 			     struct hca_cq *cq, struct ibv_srq_attr *attr, void *user);
 

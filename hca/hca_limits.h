@@ -23,6 +23,7 @@
 #define HCA_QP_PAGES       (HCA_MAX_QP / HCA_QP_PAGE)
 #define HCA_MAX_CQ         16384
 #define HCA_MAX_SRQ        4096
+#define HCA_SRQ_IDX_BITS   12       /* SRQ number: generation (12) | index (12) */
 #define HCA_MAX_MR         65536    /* MR table entries (key index bits: 16) */
 #define HCA_MR_IDX_BITS    16
 #define HCA_MAX_PD         65536

@@ -86,9 +86,19 @@ static int mem_move(struct hca_dev *dev, uint16_t slot, uint32_t gen, bool write
 			hca_iov_copy(local, nlocal, remote, nremote);
 		return 0;
 	}
-	pid = hca_peer_pid(dev, slot, gen);
-	if (!pid)
+	switch (hca_peer_check(dev, slot, gen)) {
+	case HCA_LIVE_DEAD:
 		return ESRCH;
+	case HCA_LIVE_UNKNOWN:
+		/* not proven dead, but its pid not vouched for either (we
+		 * have no descriptor to spare for a pidfd): the target moves
+		 * the bytes itself, through its mailbox */
+		return hca_bounce_move(dev, slot, gen, write, local, nlocal, remote, keys,
+				       nremote);
+	default:
+		break;
+	}
+	pid = dev->seg->procs[slot].pid;
 	if (!dev->no_cma) {
 		rc = cma(pid, write, local, nlocal, remote, nremote);
 		if (rc != EPERM && rc != ENOSYS)

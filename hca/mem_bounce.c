@@ -50,7 +50,7 @@ int hca_bounce_attach(struct hca_dev *dev)
 	int rc = ENOMEM;
 
 	hca_seg_lock(seg);
-	off = hca_heap_alloc(seg, sizeof(struct hca_bounce));
+	off = hca_dev_heap_alloc(dev, sizeof(struct hca_bounce));
 	if (off) {
 		rc = hca_robust_mutex_init(&((struct hca_bounce *)hca_seg_ptr(seg, off))->lock);
 		if (rc)
@@ -60,6 +60,7 @@ int hca_bounce_attach(struct hca_dev *dev)
 			seg->procs[dev->slot].bounce_off = off;
 		}
 	}
+	hca_dev_heap_done(dev);
 	hca_seg_unlock(seg);
 	return rc;
 }
@@ -115,7 +116,7 @@ static bool target_gone(struct hca_dev *dev, uint16_t slot, uint32_t gen)
 {
 	struct hca_proc *p = &dev->seg->procs[slot];
 	struct pollfd pf = { .events = POLLIN };
-	bool gone;
+	bool watched, gone = false;
 
 	if (atomic_load(&p->state) != HCA_PROC_LIVE || p->gen != gen)
 		return true;
@@ -123,9 +124,14 @@ static bool target_gone(struct hca_dev *dev, uint16_t slot, uint32_t gen)
 	 * death), and the number be reused, between our read and the poll */
 	pthread_mutex_lock(&dev->lock);
 	pf.fd = dev->peers[slot].pidfd;
-	gone = pf.fd < 0 || poll(&pf, 1, 0) != 0;
+	watched = pf.fd >= 0 && atomic_load_explicit(&dev->peers[slot].known,
+						     memory_order_relaxed) ==
+				 ((uint64_t)gen << 32 | HCA_PEER_OPEN);
+	if (watched)
+		gone = poll(&pf, 1, 0) != 0;
 	pthread_mutex_unlock(&dev->lock);
-	return gone;
+	/* no pidfd on it (none to spare): only proof of death ends the wait */
+	return watched ? gone : hca_peer_check(dev, slot, gen) == HCA_LIVE_DEAD;
 }
 
 static int bounce_wait(struct hca_dev *dev, struct hca_bounce *b, uint16_t slot,
@@ -226,7 +232,7 @@ int hca_bounce_move(struct hca_dev *dev, uint16_t slot, uint32_t gen, bool write
 	size_t left = hca_iov_len(remote, nremote);
 	int rc = 0;
 
-	if (!b || !hca_peer_alive(dev, slot, gen))
+	if (!b || hca_peer_check(dev, slot, gen) == HCA_LIVE_DEAD)
 		return ESRCH;
 	/* while another requester has the target's mailbox, serve our own:
 	 * it may be waiting on us */

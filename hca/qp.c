@@ -46,7 +46,9 @@ static struct hca_qp_ent *qp_page_get(struct hca_seg *seg, uint32_t qpn)
 
 	if (p)
 		return p;
-	off = hca_heap_alloc(seg, (uint64_t)HCA_QP_PAGE * sizeof(*p));
+	/* recorded in the slot while it is being made (reclaim.c) */
+	off = hca_heap_alloc_rec(seg, (uint64_t)HCA_QP_PAGE * sizeof(*p),
+				 &seg->procs[hca_qpn_slot(qpn)].alloc);
 	if (!off)
 		return NULL;
 	p = hca_seg_ptr(seg, off);
@@ -113,6 +115,18 @@ static struct hca_qp_ent *qp_num_alloc(struct hca_seg *seg, uint16_t slot, int *
 		return e;
 	}
 	return NULL;
+}
+
+/* Give back a number qp_num_alloc handed out and nothing published. */
+static void qp_num_unalloc(struct hca_seg *seg, struct hca_qp_ent *e)
+{
+	uint32_t pg = e->num >> HCA_QP_PAGE_BITS, slot = hca_qpn_slot(e->num);
+
+	if (slot != HCA_NONE && seg->qp_live[slot])
+		seg->qp_live[slot]--;
+	if (seg->qp_page_live[pg])
+		seg->qp_page_live[pg]--;
+	qp_page_maybe_free(seg, pg);
 }
 
 static int qp_caps_ok(const struct hca_qp_init *in)
@@ -195,22 +209,27 @@ static int qp_publish(struct hca_dev *dev, struct hca_qp *qp)
 	uint32_t idx;
 	int rc;
 
-	if (has_rq(qp)) {
-		bytes = hca_ring_bytes(qp->cap.max_recv_wr, hca_rwqe_body(qp->cap.max_recv_sge));
-		off = hca_heap_alloc(seg, bytes);
-		if (!off)
-			return ENOMEM;
-		hca_ring_init(hca_seg_ptr(seg, off), qp->cap.max_recv_wr,
-			      hca_rwqe_body(qp->cap.max_recv_sge));
-	}
+	/* the number first, marked ours: a death from here on leaves an
+	 * unpublished entry of our (slot, gen) holding its ring in rq_off,
+	 * which the reclaim of our slot frees (reclaim.c) */
 	e = qp_num_alloc(seg, dev->slot, &rc);
-	if (!e) {
-		hca_heap_free(seg, off, bytes);
+	if (!e)
 		return rc;
-	}
 	idx = e->num;
 	e->owner = dev->slot;
 	e->owner_gen = dev->gen;
+	e->rq_off = 0;
+	if (has_rq(qp)) {
+		bytes = hca_ring_bytes(qp->cap.max_recv_wr, hca_rwqe_body(qp->cap.max_recv_sge));
+		off = hca_dev_heap_alloc(dev, bytes);
+		if (!off) {
+			qp_num_unalloc(seg, e);
+			return ENOMEM;
+		}
+		hca_ring_init(hca_seg_ptr(seg, off), qp->cap.max_recv_wr,
+			      hca_rwqe_body(qp->cap.max_recv_sge));
+		e->rq_off = off; /* a ring whose header gives its size */
+	}
 	e->type = (uint8_t)qp->type;
 	atomic_store(&e->state, IBV_QPS_RESET);
 	atomic_store(&e->comm_est, 0);
@@ -218,7 +237,6 @@ static int qp_publish(struct hca_dev *dev, struct hca_qp *qp)
 	e->pd = qp->pd ? qp->pd->id : HCA_NONE;
 	e->rcq = qp->rcq ? qp->rcq->idx : HCA_NONE;
 	e->srq = qp->srq ? qp->srq->idx : HCA_NONE;
-	e->rq_off = off;
 	e->rq_max_sge = qp->cap.max_recv_sge;
 	atomic_store(&e->qkey, 0);
 	atomic_store(&e->access, 0);
@@ -320,6 +338,7 @@ struct hca_qp *hca_qp_create(struct hca_pd *pd, struct hca_qp_init *init, void *
 		goto err;
 	hca_seg_lock(dev->seg);
 	rc = qp_publish(dev, qp);
+	hca_dev_heap_done(dev);
 	hca_seg_unlock(dev->seg);
 	if (rc)
 		goto err;
@@ -620,11 +639,13 @@ void hca_qp_ent_free(struct hca_seg *seg, struct hca_qp_ent *e, uint64_t rq_byte
 	atomic_store(&e->state, IBV_QPS_ERR);
 	atomic_store_explicit(&e->qpn, 0, memory_order_release);
 	if (e->rq_off) {
-		struct hca_ring *r = hca_seg_ptr(seg, e->rq_off);
+		uint64_t off = e->rq_off;
+		struct hca_ring *r = hca_seg_ptr(seg, off);
 
-		hca_heap_free(seg, e->rq_off,
-			      rq_bytes ? rq_bytes : hca_ring_bytes(r->cap, r->stride - 8));
+		/* unrecorded before it is freed: a death between the two
+		 * loses the block rather than have a reclaim free it twice */
 		e->rq_off = 0;
+		hca_heap_free(seg, off, rq_bytes ? rq_bytes : hca_ring_bytes(r->cap, r->stride - 8));
 	}
 	for (int g = 0; g < HCA_MAX_MCAST_GRP; g++) {
 		struct hca_mcg *m = &seg->mcgs[g];

@@ -446,6 +446,13 @@ static bool target_ok(struct resp_ctx *r)
 
 	if (!state_receives(atomic_load(&e->state)) || e->type != want)
 		return false;
+	/* a connected QP takes its peer's packets only: a number that came
+	 * back to a new QP is never reached by a requester that was
+	 * connected to the number's dead holder (docs/shared-segment.md) */
+	if (want != IBV_QPT_UD && atomic_load(&e->dest_qpn) != r->m->src_qpn) {
+		HCA_COUNT_DROP(e, HCA_DROP_STATE);
+		return false;
+	}
 	if (e->type == IBV_QPT_XRC_RECV)
 		return true; /* the domain's: its SRQ's owner is checked */
 	r->owner = e->owner;
@@ -453,7 +460,7 @@ static bool target_ok(struct resp_ctx *r)
 	r->pd = e->pd;
 	r->rcq = e->rcq;
 	r->srq = e->srq;
-	return hca_peer_alive(r->dev, e->owner, e->owner_gen);
+	return hca_peer_check(r->dev, e->owner, e->owner_gen) != HCA_LIVE_DEAD;
 }
 
 /* XRC: the SRQ the request names must be of the target QP's domain. */
@@ -465,9 +472,8 @@ static enum hca_resp_status xrc_target(struct resp_ctx *r)
 
 	if (r->e->type != IBV_QPT_XRC_RECV)
 		return HCA_RESP_ACK;
-	s = n < HCA_MAX_SRQ ? &seg->srqs[n] : NULL;
-	if (!s || !atomic_load_explicit(&s->handle, memory_order_acquire) ||
-	    s->xrcd != r->e->xrcd) {
+	s = hca_srq_lookup(seg, n);
+	if (!s || s->xrcd != r->e->xrcd) {
 		HCA_COUNT_DROP(r->e, HCA_DROP_ACCESS);
 		return HCA_RESP_NAK_INV;
 	}
@@ -475,8 +481,9 @@ static enum hca_resp_status xrc_target(struct resp_ctx *r)
 	r->owner_gen = s->owner_gen;
 	r->pd = s->pd;
 	r->rcq = s->cq;
-	r->srq = n;
-	return hca_peer_alive(r->dev, s->owner, s->owner_gen) ? HCA_RESP_ACK : HCA_RESP_DROP;
+	r->srq = n & (HCA_MAX_SRQ - 1);
+	return hca_peer_check(r->dev, s->owner, s->owner_gen) != HCA_LIVE_DEAD ?
+	       HCA_RESP_ACK : HCA_RESP_DROP;
 }
 
 /* UD: a Q_Key with the high bit set means "use the QP's own" (done by

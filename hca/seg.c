@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -134,17 +135,6 @@ static int seg_valid(const struct hca_seg *seg)
 	       seg->layout_size == sizeof(*seg);
 }
 
-/* Wait for the creator to finish initialising (bounded: ~2 s). */
-static int seg_wait_ready(struct hca_seg *seg)
-{
-	for (int i = 0; i < 2000; i++) {
-		if (atomic_load_explicit(&seg->ready, memory_order_acquire))
-			return 0;
-		usleep(1000);
-	}
-	return ETIMEDOUT;
-}
-
 static size_t seg_hdr_len(void)
 {
 	return (sizeof(struct hca_seg) + 4095) & ~4095ULL;
@@ -188,54 +178,58 @@ static bool seg_file_ours(int fd)
 	       st.st_uid == geteuid() && !(st.st_mode & 077);
 }
 
-static int seg_try_map(const char *name, size_t *lenp, struct hca_seg **out)
+/*
+ * One segment per user, host and layout at any time (issue 15 item 7).
+ * Beside the segment lives a lock file (the same name + ".lock", in the
+ * same shm directory). Every process holds a shared flock on it for as
+ * long as it maps the segment; only a holder of the exclusive lock
+ * creates the segment, or unlinks one that is unusable. So:
+ *  - a creator works alone: nobody maps a half-made segment, and a
+ *    segment found not ready under the shared lock is one whose creator
+ *    died (its exclusive lock went with it), not a slow one;
+ *  - nothing is unlinked while any process maps it (the exclusive lock
+ *    waits for every shared one to go), so no live process is left on an
+ *    island of its own, and two recreators never unlink each other's
+ *    segment (the second finds the first's, valid, and joins it).
+ */
+#define SEG_LOCK_WAIT_MS 10000
+
+static int seg_flock(int fd, int how)
 {
-	size_t len = seg_new_len();
-	int fd, created = 0, rc;
+	for (int i = 0; i < SEG_LOCK_WAIT_MS; i++) {
+		if (!flock(fd, how | LOCK_NB))
+			return 0;
+		if (errno != EWOULDBLOCK && errno != EINTR)
+			return errno;
+		usleep(1000);
+	}
+	return ETIMEDOUT;
+}
+
+/* Map the segment if it is there and usable (0), else ESTALE / ENOENT. */
+static int seg_open_existing(const char *name, size_t *lenp, struct hca_seg **out)
+{
 	struct hca_seg *seg;
 	struct stat st;
+	size_t len;
+	int fd = shm_open(name, O_RDWR, 0600);
 
-	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
-	if (fd >= 0) {
-		created = 1;
-		if (ftruncate(fd, (off_t)len)) {
-			int err = errno;
-			close(fd);
-			shm_unlink(name);
-			return err;
-		}
-	} else if (errno == EEXIST) {
-		fd = shm_open(name, O_RDWR, 0600);
-		if (fd < 0)
-			return errno;
-		if (!seg_file_ours(fd)) {
-			close(fd);
-			return EACCES;
-		}
-		/* the creator may not have sized it yet; its heap size is
-		 * its host's RAM, so take the size it chose */
-		for (int i = 0; i < 2000; i++) {
-			if (fstat(fd, &st) == 0 && seg_len_ok((size_t)st.st_size))
-				break;
-			usleep(1000);
-		}
-		if (fstat(fd, &st) || !seg_len_ok((size_t)st.st_size)) {
-			close(fd);
-			return ESTALE;
-		}
-		len = (size_t)st.st_size;
-	} else {
+	if (fd < 0)
 		return errno;
+	if (!seg_file_ours(fd)) { /* another user's: refused, never mapped */
+		close(fd);
+		return EACCES;
 	}
+	if (fstat(fd, &st) || !seg_len_ok((size_t)st.st_size)) {
+		close(fd);
+		return ESTALE;
+	}
+	len = (size_t)st.st_size;
 	seg = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
 	if (seg == MAP_FAILED)
 		return errno;
-	if (created && (rc = seg_init(seg, len))) {
-		munmap(seg, len);
-		shm_unlink(name);
-		return rc;
-	} else if (!created && (seg_wait_ready(seg) || !seg_valid(seg))) {
+	if (!atomic_load_explicit(&seg->ready, memory_order_acquire) || !seg_valid(seg)) {
 		munmap(seg, len);
 		return ESTALE;
 	}
@@ -244,31 +238,93 @@ static int seg_try_map(const char *name, size_t *lenp, struct hca_seg **out)
 	return 0;
 }
 
-int hca_seg_map(struct hca_seg **out, size_t *lenp)
+/* Under the exclusive lock: a new segment in place of none or a bad one. */
+static int seg_create(const char *name, size_t *lenp, struct hca_seg **out)
 {
-	char name[96];
-	size_t len = 0;
-	int rc;
+	size_t len = seg_new_len();
+	struct hca_seg *seg;
+	int fd, err;
 
-	hca_seg_name(name, sizeof(name));
-	rc = seg_try_map(name, &len, out);
-	if (rc == ESTALE) {
-		/*
-		 * A segment of another layout (an older build) or one whose
-		 * creator died half-way: start a new one. Processes still
-		 * using the old one keep their mapping of it.
-		 */
+	shm_unlink(name); /* unusable, and nobody maps it: we hold the lock */
+	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+	if (fd < 0)
+		return errno;
+	if (ftruncate(fd, (off_t)len)) {
+		err = errno;
+		close(fd);
 		shm_unlink(name);
-		rc = seg_try_map(name, &len, out);
+		return err;
 	}
-	if (!rc)
-		*lenp = len;
-	return rc;
+	seg = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	err = errno;
+	close(fd);
+	if (seg == MAP_FAILED) {
+		shm_unlink(name);
+		return err;
+	}
+	err = seg_init(seg, len);
+	if (err) { /* its robust locks could not be made: not published */
+		munmap(seg, len);
+		shm_unlink(name);
+		return err;
+	}
+	*out = seg;
+	*lenp = len;
+	return 0;
 }
 
-void hca_seg_unmap(struct hca_seg *seg, size_t len)
+int hca_seg_map(struct hca_seg **out, size_t *lenp, int *lockfd)
+{
+	char name[96], lname[104];
+	size_t len = 0;
+	int fd, rc;
+
+	hca_seg_name(name, sizeof(name));
+	snprintf(lname, sizeof(lname), "%s.lock", name);
+	fd = shm_open(lname, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return errno;
+	if (!seg_file_ours(fd)) { /* another user's lock file */
+		close(fd);
+		return EACCES;
+	}
+	rc = seg_flock(fd, LOCK_SH);
+	if (!rc)
+		rc = seg_open_existing(name, &len, out);
+	if (rc == ENOENT || rc == ESTALE) {
+		/* absent, or made by a creator that died half-way: make it,
+		 * alone (another may have made it while we waited) */
+		flock(fd, LOCK_UN);
+		rc = seg_flock(fd, LOCK_EX);
+		if (!rc) {
+			rc = seg_open_existing(name, &len, out);
+			if (rc == ENOENT || rc == ESTALE)
+				rc = seg_create(name, &len, out);
+		}
+		/* back to shared: the segment is made and others may map it
+		 * (not atomic, and need not be: whoever takes the exclusive
+		 * lock in between finds a usable segment and leaves it) */
+		if (!rc)
+			rc = seg_flock(fd, LOCK_SH);
+		if (rc && *out) {
+			munmap(*out, len);
+			*out = NULL;
+		}
+	}
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	*lenp = len;
+	*lockfd = fd;
+	return 0;
+}
+
+void hca_seg_unmap(struct hca_seg *seg, size_t len, int lockfd)
 {
 	munmap(seg, len);
+	if (lockfd >= 0)
+		close(lockfd); /* our shared lock goes with it */
 }
 
 /* ---- heap ---- */
@@ -327,6 +383,20 @@ static int heap_populate(struct hca_seg *seg, uint64_t off, uint64_t len)
 
 uint64_t hca_heap_alloc(struct hca_seg *seg, uint64_t size)
 {
+	return hca_heap_alloc_rec(seg, size, NULL);
+}
+
+/* Record the block taken before the slow part (issue 18: a death in it). */
+static void heap_rec(struct hca_heap_rec *rec, uint64_t off, unsigned order)
+{
+	if (rec) {
+		rec->order = (uint8_t)order;
+		rec->off = off;
+	}
+}
+
+uint64_t hca_heap_alloc_rec(struct hca_seg *seg, uint64_t size, struct hca_heap_rec *rec)
+{
 	unsigned order = heap_order(size);
 	uint64_t off, bsize = 1ULL << order;
 
@@ -336,6 +406,7 @@ uint64_t hca_heap_alloc(struct hca_seg *seg, uint64_t size)
 	off = seg->heap_free[order];
 	if (off) {
 		seg->heap_free[order] = *(uint64_t *)hca_seg_ptr(seg, off);
+		heap_rec(rec, off, order);
 		hca_die_at(HCA_DIE_HEAP_POP);
 	} else {
 		/* bump allocation keeps blocks aligned to their size */
@@ -361,6 +432,7 @@ uint64_t hca_heap_alloc(struct hca_seg *seg, uint64_t size)
 		if (heap_populate(seg, off, size < bsize ? size : bsize))
 			return 0;
 		seg->heap_bump = start + bsize;
+		heap_rec(rec, off, order);
 	}
 	memset(hca_seg_ptr(seg, off), 0, size < bsize ? size : bsize);
 	return off;
@@ -381,32 +453,52 @@ void hca_heap_free(struct hca_seg *seg, uint64_t off, uint64_t size)
 
 /* ---- process slots ---- */
 
-uint64_t hca_proc_starttime(pid_t pid)
+/*
+ * A process's start time (field 22 of /proc/<pid>/stat, clock ticks since
+ * boot) and state (field 3: 'Z' zombie, 'X' dead...). Returns 0, ENOENT
+ * or ESRCH when no process has that pid (proof that it is gone), or
+ * another errno when the file could not be read (EMFILE, ENFILE, ENOMEM,
+ * EACCES): that proves nothing either way.
+ */
+int hca_proc_stat(pid_t pid, uint64_t *start, char *state)
 {
 	char path[64], buf[1024];
 	unsigned long long st = 0;
 	ssize_t n;
-	int fd;
-	char *p;
+	int fd, err;
+	char *p, c;
 
+	if (pid <= 0)
+		return EINVAL;
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return 0;
+		return errno;
 	n = read(fd, buf, sizeof(buf) - 1);
+	err = n < 0 ? errno : EIO;
 	close(fd);
 	if (n <= 0)
-		return 0;
+		return err == ESRCH ? ESRCH : err; /* ESRCH: it went meanwhile */
 	buf[n] = 0;
 	/* the command name may hold spaces: fields restart after ')' */
 	p = strrchr(buf, ')');
 	if (!p)
-		return 0;
+		return EIO;
 	/* field 3 is the state; starttime is field 22 */
-	if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u "
-			  "%*d %*d %*d %*d %*d %*d %llu", &st) != 1)
-		return 0;
-	return st;
+	if (sscanf(p + 2, "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u "
+			  "%*d %*d %*d %*d %*d %*d %llu", &c, &st) != 2)
+		return EIO;
+	*start = st;
+	if (state)
+		*state = c;
+	return 0;
+}
+
+uint64_t hca_proc_starttime(pid_t pid)
+{
+	uint64_t st;
+
+	return hca_proc_stat(pid, &st, NULL) ? 0 : st;
 }
 
 /*
@@ -415,7 +507,8 @@ uint64_t hca_proc_starttime(pid_t pid)
  */
 int hca_proc_attach(struct hca_seg *seg, uint16_t *slot, uint32_t *gen)
 {
-	int best = -1;
+	uint64_t start;
+	int best = -1, rc;
 
 	for (int i = 0; i < HCA_PROC_SLOTS; i++) {
 		struct hca_proc *p = &seg->procs[i];
@@ -427,10 +520,16 @@ int hca_proc_attach(struct hca_seg *seg, uint16_t *slot, uint32_t *gen)
 	}
 	if (best < 0)
 		return ENOSPC;
+	/* our own start time is what proves us alive to the others: a slot
+	 * without it would be taken for dead (a process short of file
+	 * descriptors gets EMFILE here, and its open fails with it) */
+	rc = hca_proc_stat(getpid(), &start, NULL);
+	if (rc)
+		return rc;
 	struct hca_proc *p = &seg->procs[best];
 	p->gen++;
 	p->pid = getpid();
-	p->starttime = hca_proc_starttime(p->pid);
+	p->starttime = start;
 	atomic_store_explicit(&p->state, HCA_PROC_LIVE, memory_order_release);
 	atomic_fetch_add(&seg->members, 1);
 	*slot = (uint16_t)best;

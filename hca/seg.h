@@ -3,7 +3,10 @@
  *
  * One POSIX shm object per (uid, network namespace) — a network namespace
  * is a host — named /softib-<uid>-<netns inode>. Every process that opens
- * softib0 maps it. It holds the process slots, the directory of QPs, CQs,
+ * softib0 maps it, holding a shared flock on the lock file beside it
+ * (<name>.lock) while it does; only the holder of the exclusive lock
+ * creates the object or unlinks an unusable one, so there is one segment
+ * at a time (seg.c). It holds the process slots, the directory of QPs, CQs,
  * SRQs, memory keys and multicast groups, and a heap from which the rings
  * (receive queues, SRQs, CQs) are carved, so that any process of the host
  * can act as the device for any queue (DESIGN decision 4).
@@ -35,7 +38,7 @@
 #include "hca_limits.h"
 
 #define HCA_SEG_MAGIC   0x534f46544942ULL /* "SOFTIB" */
-#define HCA_SEG_VERSION 16
+#define HCA_SEG_VERSION 17
 /* The heap is sized at creation to the host's RAM (sparse: tmpfs pages on
  * touch), at least HCA_HEAP_MIN_SIZE and at most HCA_HEAP_MAX_SIZE. */
 #define HCA_HEAP_MIN_SIZE (1ULL << 31)
@@ -81,7 +84,22 @@ struct hca_link_counters {
 	_Atomic uint64_t rcvbuf_want, rcvbuf_got;
 };
 
-/* A process slot. Written under seg->lock; state read lock-free. */
+/*
+ * The block a process's heap allocation took last (hca_heap_alloc_rec),
+ * recorded by the allocator as soon as the block is off its free list or
+ * past the bump pointer, before the slow part (populating and zeroing),
+ * and cleared by the creator once the block is recorded in its object. A
+ * process killed in between leaves it here: its reclaim frees the block
+ * unless an object of the host holds it (reclaim.c).
+ */
+struct hca_heap_rec {
+	uint64_t off;          /* 0: none */
+	uint8_t order;
+};
+
+/* A process slot. Written under seg->lock; state read lock-free. A slot
+ * is freed only by its reclaim (reclaim.c), which only proof of its
+ * process's death (live.c) or the process's own close starts. */
 struct hca_proc {
 	_Atomic uint32_t state;
 	uint32_t gen;          /* bumped at each reuse of the slot */
@@ -89,6 +107,7 @@ struct hca_proc {
 	uint64_t starttime;    /* /proc/<pid>/stat field 22: pid reuse guard */
 	uint64_t freed_ns;     /* when the slot was last freed (delayed reuse) */
 	uint64_t bounce_off;   /* its bounce mailbox (mem_bounce.c), 0 if none */
+	struct hca_heap_rec alloc; /* a block being taken (seg->lock held) */
 	struct hca_link_counters link;
 	/* datagrams from another user dropped at our doorbell and channels
 	 * (sock_cred.c); written by the slot's process, read by softib */
@@ -152,6 +171,9 @@ struct hca_cq_ent {
 
 struct hca_srq_ent {
 	_Atomic uint32_t handle;       /* 0 = free */
+	_Atomic uint32_t srqn;         /* its number (generation | index), 0
+					* while none: published last, cleared
+					* first (docs/shared-segment.md) */
 	uint32_t xrcd;                 /* XRC SRQ: domain index, else HCA_NONE */
 	uint32_t cq;                   /* XRC SRQ: its CQ index */
 	uint16_t owner;
@@ -284,6 +306,8 @@ struct hca_seg {
 	uint32_t qp_live[HCA_MAX_PROCS];
 	uint16_t mr_gen[HCA_MAX_MR];
 	uint32_t mr_hint;
+	uint16_t srq_gen[HCA_MAX_SRQ];   /* SRQ numbers: as mr_gen, 12 bits */
+	uint32_t srq_hint;
 
 	struct hca_proc procs[HCA_MAX_PROCS];
 	struct hca_cq_ent cqs[HCA_MAX_CQ];
@@ -307,9 +331,10 @@ struct hca_seg {
 /* The shm name of the segment of this user, host and layout. */
 void hca_seg_name(char *buf, size_t len);
 
-/* Map (creating if needed) the segment of this user and host. */
-int hca_seg_map(struct hca_seg **out, size_t *len);
-void hca_seg_unmap(struct hca_seg *seg, size_t len);
+/* Map (creating if needed) the segment of this user and host; *lockfd
+ * holds a shared flock while it is mapped (one segment at a time). */
+int hca_seg_map(struct hca_seg **out, size_t *len, int *lockfd);
+void hca_seg_unmap(struct hca_seg *seg, size_t len, int lockfd);
 
 /* Robust lock: a holder's death leaves the lock usable. */
 void hca_seg_lock(struct hca_seg *seg);
@@ -319,6 +344,7 @@ int hca_robust_mutex_init(pthread_mutex_t *m);
 
 /* Heap (call with seg->lock held). Returns 0 on failure. */
 uint64_t hca_heap_alloc(struct hca_seg *seg, uint64_t size);
+uint64_t hca_heap_alloc_rec(struct hca_seg *seg, uint64_t size, struct hca_heap_rec *rec);
 void hca_heap_free(struct hca_seg *seg, uint64_t off, uint64_t size);
 
 /*
@@ -373,7 +399,8 @@ static inline struct hca_qp_ent *hca_qp_ent_at(struct hca_seg *seg, uint32_t qpn
 
 /* Process slots (seg->lock held). */
 int hca_proc_attach(struct hca_seg *seg, uint16_t *slot, uint32_t *gen);
-uint64_t hca_proc_starttime(pid_t pid);
+uint64_t hca_proc_starttime(pid_t pid);   /* 0: unreadable */
+int hca_proc_stat(pid_t pid, uint64_t *start, char *state);
 uint64_t hca_now_ns(void);
 
 #endif

@@ -46,18 +46,29 @@ static int srq_publish(struct hca_dev *dev, struct hca_srq *srq)
 	struct hca_seg *seg = dev->seg;
 	uint32_t cap = 1u << hca_ilog2_ceil(srq->max_wr);
 	uint64_t bytes = hca_ring_bytes(cap, hca_rwqe_body(srq->max_sge)), off;
-	uint32_t idx;
+	uint32_t idx = HCA_NONE;
 
-	for (idx = 1; idx < HCA_MAX_SRQ; idx++)
-		if (!atomic_load(&seg->srqs[idx].handle))
+	/* next fit from the hint, as memory keys: a freed number's index
+	 * comes back only after the others; an entry holding a ring without
+	 * a handle is one whose maker died (the reclaim of its slot frees it) */
+	for (uint32_t n = 0; n < HCA_MAX_SRQ; n++) {
+		uint32_t i = (seg->srq_hint + n) & (HCA_MAX_SRQ - 1);
+
+		if (i && !atomic_load(&seg->srqs[i].handle) && !seg->srqs[i].ring_off) {
+			idx = i;
 			break;
-	if (idx == HCA_MAX_SRQ || !(off = hca_heap_alloc(seg, bytes)))
+		}
+	}
+	if (idx == HCA_NONE)
 		return ENOMEM;
-	hca_ring_init(hca_seg_ptr(seg, off), cap, hca_rwqe_body(srq->max_sge));
 	struct hca_srq_ent *e = &seg->srqs[idx];
 	e->owner = dev->slot;
 	e->owner_gen = dev->gen;
-	e->ring_off = off;
+	if (!(off = hca_dev_heap_alloc(dev, bytes)))
+		return ENOMEM;
+	hca_ring_init(hca_seg_ptr(seg, off), cap, hca_rwqe_body(srq->max_sge));
+	e->ring_off = off; /* from here a death leaves it to the reclaim */
+	seg->srq_hint = idx + 1;
 	e->pd = srq->pd->id;
 	e->max_sge = srq->max_sge;
 	e->xrcd = srq->xrcd ? srq->xrcd->idx : HCA_NONE;
@@ -75,7 +86,11 @@ static int srq_publish(struct hca_dev *dev, struct hca_srq *srq)
 	srq->ring_size = bytes;
 	srq->max_wr = cap;
 	hca_srq_tab_set(dev, idx, srq);
+	if (++seg->srq_gen[idx] >= 1u << (24 - HCA_SRQ_IDX_BITS))
+		seg->srq_gen[idx] = 1;
+	srq->num = (uint32_t)seg->srq_gen[idx] << HCA_SRQ_IDX_BITS | idx;
 	atomic_store_explicit(&e->handle, srq->handle, memory_order_release);
+	atomic_store_explicit(&e->srqn, srq->num, memory_order_release);
 	return 0;
 }
 
@@ -108,6 +123,7 @@ struct hca_srq *hca_srq_make(struct hca_pd *pd, struct hca_xrcd *xrcd,
 	srq->max_sge = attr->max_sge ? attr->max_sge : 1;
 	hca_seg_lock(dev->seg);
 	rc = srq_publish(dev, srq);
+	hca_dev_heap_done(dev);
 	hca_seg_unlock(dev->seg);
 	if (rc) {
 		free(srq);
@@ -153,6 +169,39 @@ int hca_srq_query(struct hca_srq *srq, struct ibv_srq_attr *attr)
 	return 0;
 }
 
+/*
+ * Free an SRQ entry (seg->lock held): its number first (a requester that
+ * names it finds nothing from then on), then its handle; the ring's
+ * offset is cleared before the block is freed, so that a death between
+ * loses the block rather than have a reclaim free it twice.
+ */
+void hca_srq_ent_free(struct hca_seg *seg, struct hca_srq_ent *e)
+{
+	uint64_t off = e->ring_off;
+
+	atomic_store_explicit(&e->srqn, 0, memory_order_release);
+	atomic_store_explicit(&e->handle, 0, memory_order_release);
+	if (off) {
+		struct hca_ring *r = hca_seg_ptr(seg, off);
+		uint64_t bytes = hca_ring_bytes(r->cap, r->stride - 8);
+
+		e->ring_off = 0;
+		hca_heap_free(seg, off, bytes);
+	}
+}
+
+/* The SRQ an XRC request names by number (NULL: none such now). */
+struct hca_srq_ent *hca_srq_lookup(struct hca_seg *seg, uint32_t srqn)
+{
+	struct hca_srq_ent *e = &seg->srqs[srqn & (HCA_MAX_SRQ - 1)];
+
+	if (!srqn || srqn > HCA_QPN_MASK ||
+	    atomic_load_explicit(&e->srqn, memory_order_acquire) != srqn ||
+	    !atomic_load_explicit(&e->handle, memory_order_acquire))
+		return NULL;
+	return e;
+}
+
 int hca_srq_destroy(struct hca_srq *srq)
 {
 	struct hca_dev *dev = srq->pd->ctx->dev;
@@ -161,9 +210,8 @@ int hca_srq_destroy(struct hca_srq *srq)
 	if (atomic_load(&srq->refs))
 		return EBUSY;
 	hca_seg_lock(seg);
-	atomic_store_explicit(&srq->ent->handle, 0, memory_order_release);
 	hca_srq_tab_set(dev, srq->idx, NULL);
-	hca_heap_free(seg, srq->ent->ring_off, srq->ring_size);
+	hca_srq_ent_free(seg, srq->ent);
 	hca_seg_unlock(seg);
 	hca_pin_wait(&srq->pin); /* a doorbell dispatch acting on it */
 	atomic_fetch_sub(&srq->pd->refs, 1);
@@ -188,7 +236,13 @@ int hca_srq_post_recv(struct hca_srq *srq, struct ibv_recv_wr *wr,
 	return rc;
 }
 
+/*
+ * The SRQ number peers name it by (XRC): a 12-bit generation of its
+ * entry above the 12-bit index, so that a number of a destroyed SRQ —
+ * or of a dead process's — names nothing for the next 4,094 SRQs made
+ * on that entry (and entries are taken next-fit, docs/shared-segment.md).
+ */
 uint32_t hca_srq_num(struct hca_srq *srq)
 {
-	return srq->idx;
+	return srq->num;
 }

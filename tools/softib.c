@@ -475,8 +475,8 @@ static void qp_recv_cell(struct table *t, size_t r, const struct view *v,
 
 	if (e->type == IBV_QPT_XRC_RECV)
 		cell(t, r, 5, "xrcd %u, %d holders", e->xrcd, xrc_holders(e));
-	else if (e->srq != HCA_NONE)
-		cell(t, r, 5, "srq %u", e->srq);
+	else if (e->srq != HCA_NONE && e->srq < HCA_MAX_SRQ)
+		cell(t, r, 5, "srq 0x%06x", atomic_load(&v->seg->srqs[e->srq].srqn));
 	else if (rq)
 		cell(t, r, 5, "rq %u/%u", ring_queued(rq), rq->cap);
 	else
@@ -538,7 +538,8 @@ static void srq_row(struct table *t, const struct view *v, uint32_t idx,
 	const struct hca_ring *ring = view_ring(v, e->ring_off);
 	size_t r = row_add(t);
 
-	cell(t, r, 0, "%u", idx);
+	(void)idx;
+	cell(t, r, 0, "0x%06x", atomic_load(&e->srqn)); /* what peers name it by */
 	owner_cell(t, r, 1, v->seg, e->owner, e->owner_gen);
 	cell(t, r, 2, "%u", e->pd);
 	cell(t, r, 3, "%u", ring ? ring_queued(ring) : 0);
@@ -810,6 +811,47 @@ static void print_rcvbuf(const struct view *v)
 	       "net.core.rmem_max=%llu)\n", (unsigned long long)want);
 }
 
+/*
+ * The heap's free bytes: the part never handed out (above the bump
+ * pointer), the blocks on the free lists and those in quarantine (freed,
+ * waiting to go back to their lists). Read without the lock, so exact
+ * only while nothing allocates or frees; a walk that meets an offset
+ * outside the heap, or more blocks than the heap can hold, stops there
+ * and says so (-1).
+ */
+static long long heap_free_bytes(const struct view *v)
+{
+	const struct hca_seg *seg = v->seg;
+	uint64_t lo = seg->heap_off, hi = seg->heap_off + seg->heap_size;
+	uint64_t total, max_blocks = seg->heap_size >> HCA_HEAP_MIN_ORDER;
+	uint32_t nq = seg->nquar;
+
+	if (hi > v->len || seg->heap_bump > seg->heap_size || nq > HCA_QUARANTINE_LEN) {
+		fprintf(stderr, "softib: heap header out of bounds (bump %llu, %u in quarantine)\n",
+			(unsigned long long)seg->heap_bump, nq);
+		return -1;
+	}
+	total = seg->heap_size - seg->heap_bump;
+	for (unsigned o = HCA_HEAP_MIN_ORDER; o <= HCA_HEAP_MAX_ORDER; o++) {
+		uint64_t n = 0;
+
+		for (uint64_t off = seg->heap_free[o]; off; n++) {
+			if (off < lo || off + (1ULL << o) > hi || n > max_blocks) {
+				fprintf(stderr, "softib: free list of order %u: %s at block %llu "
+					"(offset %llu)\n", o, n > max_blocks ? "a cycle" :
+					"an offset outside the heap", (unsigned long long)n,
+					(unsigned long long)off);
+				return -1;
+			}
+			total += 1ULL << o;
+			off = *(const uint64_t *)((const char *)seg + off);
+		}
+	}
+	for (uint32_t i = 0; i < nq; i++)
+		total += 1ULL << seg->quar[i].order;
+	return (long long)total;
+}
+
 static void print_segment(const struct view *v, int rc)
 {
 	printf("segment         %s", v->name);
@@ -820,6 +862,15 @@ static void print_segment(const struct view *v, int rc)
 	else
 		printf(" (version %u, %d live process%s)\n", v->seg->version,
 		       live_procs(v->seg), live_procs(v->seg) == 1 ? "" : "es");
+	if (rc == 0) {
+		long long f = heap_free_bytes(v);
+
+		if (f < 0)
+			printf("heap free       ? (the heap changed under the walk: ask again)\n");
+		else
+			printf("heap free       %lld bytes of %llu\n", f,
+			       (unsigned long long)v->seg->heap_size);
+	}
 	if (rc == 0)
 		print_rcvbuf(v);
 	print_other_segments(v->name);

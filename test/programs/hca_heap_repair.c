@@ -154,8 +154,9 @@ int main(int argc, char **argv)
 	enum hca_die_site site = HCA_DIE_NONE;
 	uint64_t live[NLIVE], q[NQUAR];
 	struct hca_seg *seg;
-	char name[96], tag[32];
+	char name[112], tag[32];
 	size_t len;
+	int lockfd = -1;
 	long n = 1;
 	int opt, st, nlive = NLIVE;
 	pid_t kid;
@@ -182,11 +183,13 @@ int main(int argc, char **argv)
 	snprintf(tag, sizeof(tag), "heaprepair%d", (int)getpid());
 	setenv("SOFTIB_SEG_TAG", tag, 1);
 	hca_seg_name(name, sizeof(name));
-	if (hca_seg_map(&seg, &len)) {
+	if (hca_seg_map(&seg, &len, &lockfd)) {
 		fprintf(stderr, "hca_heap_repair: cannot map a segment\n");
 		return 2;
 	}
 	shm_unlink(name); /* ours alone: gone when we are */
+	strncat(name, ".lock", sizeof(name) - strlen(name) - 1);
+	shm_unlink(name);
 
 	/* the layout: rings in use; a 4 KiB gap below the 1 MiB block that
 	 * "gap" allocates; expired quarantine entries for "drain" */
@@ -220,6 +223,6 @@ int main(int argc, char **argv)
 	hca_seg_unlock(seg);
 	printf("%s: killed in the heap's critical section; the heap repaired, "
 	       "consistent, %d blocks handed out once each: PASS\n", mode, NALLOC);
-	hca_seg_unmap(seg, len);
+	hca_seg_unmap(seg, len, lockfd);
 	return 0;
 }
