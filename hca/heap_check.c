@@ -81,6 +81,14 @@ static void add_off(struct hca_seg *seg, struct blks *b, uint64_t off, uint64_t 
 	blk_add(b, off - seg->heap_off, order_of(size), kind);
 }
 
+static bool blk_has(const struct blks *b, uint64_t rel)
+{
+	for (size_t i = 0; i < b->n; i++)
+		if (b->v[i].rel == rel)
+			return true;
+	return false;
+}
+
 static uint64_t ring_size(struct hca_seg *seg, uint64_t off)
 {
 	struct hca_ring *r = hca_seg_ptr(seg, off);
@@ -102,27 +110,39 @@ static void collect_live(struct hca_seg *seg, struct blks *b)
 		add_off(seg, b, off, (uint64_t)HCA_QP_PAGE * sizeof(*p), HCA_HEAP_LIVE);
 		if (off - seg->heap_off >= seg->heap_bump)
 			continue;
+		/* an offset in an entry holds its block, published or not: a
+		 * maker that died before publishing leaves it to the reclaim
+		 * of its slot (reclaim.c), which frees it once — were the
+		 * rebuild to free it too, the block would be free twice */
 		for (uint32_t i = 0; i < HCA_QP_PAGE; i++)
-			if (atomic_load(&p[i].qpn) && p[i].rq_off)
+			if (p[i].rq_off)
 				add_off(seg, b, p[i].rq_off, ring_size(seg, p[i].rq_off),
 					HCA_HEAP_LIVE);
 	}
 	for (uint32_t i = 0; i < HCA_MAX_CQ; i++) {
 		struct hca_cq_ent *e = &seg->cqs[i];
 
-		if (!atomic_load(&e->handle))
-			continue;
-		add_off(seg, b, e->ring_off, ring_size(seg, e->ring_off), HCA_HEAP_LIVE);
-		add_off(seg, b, e->inl_off, e->inl_bytes, HCA_HEAP_LIVE);
+		if (e->ring_off)
+			add_off(seg, b, e->ring_off, ring_size(seg, e->ring_off),
+				HCA_HEAP_LIVE);
+		if (e->inl_off)
+			add_off(seg, b, e->inl_off, e->inl_bytes, HCA_HEAP_LIVE);
 	}
 	for (uint32_t i = 0; i < HCA_MAX_SRQ; i++) {
 		struct hca_srq_ent *e = &seg->srqs[i];
 
-		if (atomic_load(&e->handle))
+		if (e->ring_off)
 			add_off(seg, b, e->ring_off, ring_size(seg, e->ring_off), HCA_HEAP_LIVE);
 	}
-	for (uint32_t i = 0; i < HCA_MAX_PROCS; i++)
+	for (uint32_t i = 0; i < HCA_MAX_PROCS; i++) {
+		const struct hca_heap_rec *r = &seg->procs[i].alloc;
+
 		add_off(seg, b, seg->procs[i].bounce_off, seg->bounce_bytes, HCA_HEAP_LIVE);
+		/* a block its taker died taking: the reclaim frees it (once
+		 * an entry names it, it is counted there already) */
+		if (r->off && !blk_has(b, r->off - seg->heap_off))
+			add_off(seg, b, r->off, 1ULL << r->order, HCA_HEAP_LIVE);
+	}
 }
 
 static int blk_cmp(const void *a, const void *b)
