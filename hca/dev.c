@@ -108,22 +108,30 @@ static bool peer_open(struct hca_dev *dev, uint16_t slot, uint32_t gen)
 	return true;
 }
 
-bool hca_peer_alive(struct hca_dev *dev, uint16_t slot, uint32_t gen)
+/* Out of line: the fast path below then needs no stack frame. */
+static __attribute__((noinline)) bool peer_alive_slow(struct hca_dev *dev,
+						      uint16_t slot, uint32_t gen)
 {
-	struct hca_peer *p = &dev->peers[slot];
 	const uint64_t open = (uint64_t)gen << 32 | HCA_PEER_OPEN;
 	bool ok;
+
+	pthread_mutex_lock(&dev->lock);
+	ok = atomic_load_explicit(&dev->peers[slot].known, memory_order_relaxed) == open ||
+	     peer_open(dev, slot, gen);
+	pthread_mutex_unlock(&dev->lock);
+	return ok;
+}
+
+bool hca_peer_alive(struct hca_dev *dev, uint16_t slot, uint32_t gen)
+{
+	const uint64_t open = (uint64_t)gen << 32 | HCA_PEER_OPEN;
 
 	if (slot == dev->slot)
 		return gen == dev->gen;
 	/* the common case: a pidfd watches this incarnation */
-	if (atomic_load_explicit(&p->known, memory_order_acquire) == open)
+	if (atomic_load_explicit(&dev->peers[slot].known, memory_order_acquire) == open)
 		return true;
-	pthread_mutex_lock(&dev->lock);
-	ok = atomic_load_explicit(&p->known, memory_order_relaxed) == open ||
-	     peer_open(dev, slot, gen);
-	pthread_mutex_unlock(&dev->lock);
-	return ok;
+	return peer_alive_slow(dev, slot, gen);
 }
 
 pid_t hca_peer_pid(struct hca_dev *dev, uint16_t slot, uint32_t gen)
