@@ -297,10 +297,14 @@ struct hca_qp {
 	uint32_t sq_head, sq_tail;  /* head = oldest pending */
 	uint8_t *sq_inl;            /* cap.max_inline_data per slot */
 	struct ibv_sge *sq_sge;     /* cap.max_send_sge per slot */
-	uint64_t wait_until_ns;     /* head WQE held back until then */
+	/* The three below are written under sq_lock by the requester and
+	 * under dev->lock by the waiting list (hca_dev_*), read under either:
+	 * relaxed atomics, hints that whoever acts on them re-checks under
+	 * sq_lock (a lost kick or a stale time only moves a retry). */
+	_Atomic uint64_t wait_until_ns; /* head WQE held back until then */
 	int rnr_left, retry_left;
-	bool waiting;               /* on dev->waiting */
-	bool rnr_wait;              /* held by an RNR NAK: a kick may resume it */
+	_Atomic bool waiting;       /* on dev->waiting */
+	_Atomic bool rnr_wait;      /* held by an RNR NAK: a kick may resume it */
 	struct hca_qp *next_wait;
 	bool sqd_event_due;
 	_Atomic int pin;            /* progress thread is running it */
