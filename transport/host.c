@@ -342,6 +342,8 @@ static void host_kick(sib_worker_t *w, struct sib_host *h)
 		int rc;
 
 		if (r->ep->failed) {
+			if (w->in_cm) /* a completion: the application's */
+				break;
 			sib_list_del(&r->qlink);
 			sib_send_finished(w, r, SIB_ERR_PEER_FAILED);
 			continue;
@@ -581,6 +583,33 @@ static void liveness(sib_worker_t *w, struct sib_ep *ep, uint64_t now)
 	}
 	ping.to_id = ep->id;
 	ud_send(w, ep->addr.gid, ep->addr.lid, ep->addr.ud_qpn, &ping);
+}
+
+/*
+ * The connection thread's share (async.c), while the application is away:
+ * handshake messages answered and taken, held messages posted, late
+ * requests asked again. A handshake out of tries, and failed peers, wait
+ * for the application's timer: they complete requests.
+ */
+void sib_hosts_cm(sib_worker_t *w)
+{
+	struct ibv_wc wc[16];
+	uint64_t now = sib_now_ms();
+	int n;
+
+	while ((n = ibv_poll_cq(w->ucq, 16, wc)) > 0)
+		for (int i = 0; i < n; i++)
+			sib_ud_rx(w, &wc[i]);
+	for (sib_link_t *e = w->hosts.next; e != &w->hosts; e = e->next) {
+		struct sib_host *h = SIB_CONTAINER(e, struct sib_host, link);
+
+		if ((h->state == SIB_CONN_IDLE || h->state == SIB_CONN_UP) &&
+		    !sib_list_empty(&h->pending))
+			host_kick(w, h);
+		else if (h->state == SIB_CONN_WAIT_REP && now >= h->hs_next_ms &&
+			 !h->hs_ep->failed && h->hs_tries < HS_TRIES)
+			hs_request(w, h);
+	}
 }
 
 void sib_hosts_timer(sib_worker_t *w, uint64_t now)

@@ -114,6 +114,7 @@ struct patch {
 	const char *sym;
 	void *hook;
 	uint8_t *target;        /* libc's entry point */
+	uint8_t len;            /* bytes of our jump: 5 (rel32) or 13 (r11) */
 	uint8_t saved[PATCH_LEN];
 	/* Another library's hook found there (at install, or written over
 	 * ours later: sib_memhook_verify), or NULL. */
@@ -467,17 +468,19 @@ static int write_code(uint8_t *at, const uint8_t *bytes, size_t n)
 {
 	long page = sysconf(_SC_PAGESIZE);
 	uintptr_t lo = (uintptr_t)at & ~(uintptr_t)(page - 1);
-	size_t span = (uintptr_t)at + n - lo;
+	size_t span = (uintptr_t)at + (n > 8 ? n : 8) - lo;
+	uint64_t head;
 
 	if (mprotect((void *)lo, span, PROT_READ | PROT_WRITE | PROT_EXEC))
 		return errno;
 	/* The tail first, then the first 8 bytes in one store: a thread
 	 * entering the function meanwhile sees the old entry or the whole
-	 * jump (a thread already past the entry is the limit documented). */
-	uint64_t head;
-
-	memcpy(&head, bytes, 8);
-	code_copy(at + 8, bytes + 8, n - 8);
+	 * jump (a thread already past the entry is the limit documented).
+	 * A jump shorter than 8 bytes keeps the bytes after it as they are. */
+	memcpy(&head, at, 8);
+	memcpy(&head, bytes, n < 8 ? n : 8);
+	if (n > 8)
+		code_copy(at + 8, bytes + 8, n - 8);
 	/* code bytes, not an object: viewed as an atomic word for this store */
 	TSAN_IGNORE_BEGIN();
 	atomic_store_explicit((_Atomic uint64_t *)(void *)at, head, memory_order_seq_cst);
@@ -485,6 +488,86 @@ static int write_code(uint8_t *at, const uint8_t *bytes, size_t n)
 	mprotect((void *)lo, span, PROT_READ | PROT_EXEC);
 	__builtin___clear_cache((char *)at, (char *)at + n);
 	return 0;
+}
+
+/*
+ * The trampolines: one page within a rel32 jump (+-2 GiB) of libc's text,
+ * a 16-byte slot per entry point holding "movabs $hook, %r11; jmp *%r11".
+ * The entry point itself then gets a 5-byte "jmp rel32" to its slot, which
+ * replaces exactly glibc's first instruction in munmap, madvise, brk and
+ * shmdt ("mov $nr, %eax"): a thread sleeping in the wrapper's system call
+ * when the patch is written returns to bytes the patch did not touch. The
+ * 13-byte form written at the entry itself covered that return address,
+ * and such a thread went on into the middle of our movabs (seen: Open
+ * MPI's event thread, in munmap from malloc's trim, crashed while the
+ * BTL's libsib patched). NULL if no page could be placed near enough:
+ * then the 13-byte form goes at the entry, as before.
+ */
+#define TRAMP_SLOT 16
+static uint8_t *tramp;
+
+static bool rel32_reach(const uint8_t *from, const uint8_t *to)
+{
+	int64_t d = (int64_t)((intptr_t)to - (intptr_t)(from + 5));
+
+	return d >= INT32_MIN && d <= INT32_MAX;
+}
+
+static uint8_t *tramp_map(void)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	uintptr_t base = (uintptr_t)patches[0].target & ~(uintptr_t)(page - 1);
+
+	/* 1 MiB steps out from libc, below then above, up to 1 GiB away */
+	for (uintptr_t step = 1u << 20; step <= (1u << 30); step += 1u << 20)
+		for (int dir = -1; dir <= 1; dir += 2) {
+			uintptr_t hint = dir < 0 ? base - step : base + step;
+			uint8_t *p = mmap((void *)hint, (size_t)page,
+					  PROT_READ | PROT_WRITE,
+					  MAP_PRIVATE | MAP_ANONYMOUS |
+						  MAP_FIXED_NOREPLACE, -1, 0);
+			bool ok = p != MAP_FAILED;
+
+			for (int i = 0; ok && i < P_MAX; i++)
+				ok = rel32_reach(patches[i].target, p + i * TRAMP_SLOT) &&
+				     rel32_reach(p + i * TRAMP_SLOT, patches[i].target);
+			if (ok)
+				return p;
+			if (p != MAP_FAILED)
+				munmap(p, (size_t)page);
+		}
+	return NULL;
+}
+
+/* The r11 form: movabs $to, %r11; jmp *%r11 (13 bytes). */
+static void r11_jump(uint8_t *code, const void *to)
+{
+	uint64_t dest = (uint64_t)(uintptr_t)to;
+
+	code[0] = 0x49; /* movabs $imm64, %r11 */
+	code[1] = 0xbb;
+	memcpy(code + 2, &dest, 8);
+	code[10] = 0x41; /* jmp *%r11 */
+	code[11] = 0xff;
+	code[12] = 0xe3;
+}
+
+/* Fills the slots and makes the page executable; false: no trampolines. */
+static bool tramp_setup(void)
+{
+	long page = sysconf(_SC_PAGESIZE);
+
+	tramp = tramp_map();
+	if (!tramp)
+		return false;
+	for (int i = 0; i < P_MAX; i++)
+		r11_jump(tramp + i * TRAMP_SLOT, patches[i].hook);
+	if (mprotect(tramp, (size_t)page, PROT_READ | PROT_EXEC)) {
+		munmap(tramp, (size_t)page);
+		tramp = NULL;
+		return false;
+	}
+	return true;
 }
 
 static int resolve(void *libc, struct patch *p)
@@ -506,15 +589,21 @@ static int resolve(void *libc, struct patch *p)
 
 static int apply(struct patch *p)
 {
-	uint8_t code[PATCH_LEN] = {0x49, 0xbb}; /* movabs $imm64, %r11 */
-	uint64_t dest = (uint64_t)p->hook;
+	uint8_t code[PATCH_LEN];
 
-	memcpy(code + 2, &dest, 8);
-	code[10] = 0x41; /* jmp *%r11 */
-	code[11] = 0xff;
-	code[12] = 0xe3;
-	memcpy(p->code, code, PATCH_LEN);
-	int rc = write_code(p->target, code, PATCH_LEN);
+	if (tramp) { /* jmp rel32 to the slot */
+		const uint8_t *slot = tramp + (p - patches) * TRAMP_SLOT;
+		int32_t rel = (int32_t)((intptr_t)slot - (intptr_t)(p->target + 5));
+
+		code[0] = 0xe9;
+		memcpy(code + 1, &rel, 4);
+		p->len = 5;
+	} else {
+		r11_jump(code, p->hook);
+		p->len = PATCH_LEN;
+	}
+	memcpy(p->code, code, p->len);
+	int rc = write_code(p->target, code, p->len);
 
 	p->applied = rc == 0;
 	return rc;
@@ -559,6 +648,7 @@ static void install(void)
 	 * will jump into it for the rest of the process. */
 	if (dladdr((void *)hook_munmap, &self) && self.dli_fname)
 		dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+	tramp_setup();
 	for (i = 0; i < P_MAX; i++) {
 		rc = apply(&patches[i]);
 		if (rc)
@@ -567,7 +657,7 @@ static void install(void)
 	if (rc) {
 		while (--i >= 0)
 			write_code(patches[i].target, patches[i].saved,
-				   PATCH_LEN);
+				   patches[i].len);
 		install_status = rc;
 		snprintf(describe_buf, sizeof(describe_buf),
 			 "memory hooks off: cannot write libc's code (%s)",
@@ -595,7 +685,7 @@ int sib_memhook_verify(void)
 	if (sib_memhook_install() || atomic_load(&hooks_lost))
 		return -1;
 	for (int i = 0; i < P_MAX; i++) { /* the common case: all ours */
-		if (memcmp(patches[i].target, patches[i].code, PATCH_LEN))
+		if (memcmp(patches[i].target, patches[i].code, patches[i].len))
 			goto check;
 	}
 	return 0;
@@ -604,7 +694,7 @@ check:
 	for (int i = 0; i < P_MAX; i++) {
 		struct patch *p = &patches[i];
 
-		if (!memcmp(p->target, p->code, PATCH_LEN))
+		if (!memcmp(p->target, p->code, p->len))
 			continue;
 		if (!(atomic_load(&takeover_seq) & 1)) /* odd: at work */
 			atomic_fetch_add_explicit(&takeover_seq, 1,
@@ -614,7 +704,7 @@ check:
 		 * was there before us). Anything else we cannot follow. */
 		void *other = existing_jump(p->target);
 
-		if (!other && memcmp(p->target, p->saved, PATCH_LEN)) {
+		if (!other && memcmp(p->target, p->saved, p->len)) {
 			lost++;
 			continue;
 		}

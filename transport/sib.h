@@ -81,6 +81,8 @@ struct sib_class_param {
  *   SIB_SRQ<i>_DEPTH   buffers of class i (16..16384)
  *   SIB_SHORT_MAX      largest message sent by the short protocol (inline)
  *   SIB_PROGRESS       "poll" or "blocking"
+ *   SIB_ASYNC          0: no connection thread (handshakes then complete
+ *                      only inside the calls; docs/transport.md)
  *   SIB_DEVICE         device name (default: the first)
  * Parameters given here win over the environment.
  */

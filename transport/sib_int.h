@@ -296,6 +296,15 @@ struct sib_worker {
 	uint32_t dead_ids[64];
 	uint32_t ndead;
 	struct sib_rma_w *rma;   /* rendezvous and RMA state (rma.c) */
+	/* the connection thread and its gate (async.c) */
+	bool async_on;
+	bool in_cm;              /* the thread runs host.c: no callbacks */
+	bool gate_strong;        /* no membarrier: seq_cst on both sides */
+	uint32_t gate_depth;     /* the application's nested calls */
+	_Atomic uint32_t app_in, cm_in;
+	_Atomic uint64_t app_calls;   /* calls left: the thread's clue */
+	pthread_t async_th;
+	int async_efd;           /* eventfd: the thread's stop */
 };
 
 struct sib_tqp {             /* an XRC receive QP I hold for a remote sender */
@@ -318,7 +327,14 @@ SIB_LOCAL void sib_unlock(sib_worker_t *w);
 SIB_LOCAL int sib_progress_locked(sib_worker_t *w);
 SIB_LOCAL void sib_srq_repost(sib_worker_t *w, uint32_t cls, uint32_t idx);
 
+/* ---- async.c ---- */
+SIB_LOCAL void sib_gate_enter(sib_worker_t *w);
+SIB_LOCAL void sib_gate_leave(sib_worker_t *w);
+SIB_LOCAL void sib_async_start(sib_worker_t *w);
+SIB_LOCAL void sib_async_stop(sib_worker_t *w);
+
 /* ---- host.c ---- */
+SIB_LOCAL void sib_hosts_cm(sib_worker_t *w);
 SIB_LOCAL struct sib_host *sib_host_get(sib_worker_t *w, const struct sib_addr *a);
 SIB_LOCAL void sib_host_submit(sib_worker_t *w, struct sib_host *h,
 			       struct sib_request *r);

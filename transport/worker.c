@@ -24,14 +24,20 @@
  * for the next check at once. */
 #define TIMER_POLLS 16
 
+/* Every call on a worker: the lock (SIB_THREAD_MULTI), then the gate that
+ * keeps the connection thread out (async.c). */
 void sib_lock(sib_worker_t *w)
 {
 	if (w->mt)
 		pthread_mutex_lock(&w->lock);
+	if (w->async_on)
+		sib_gate_enter(w);
 }
 
 void sib_unlock(sib_worker_t *w)
 {
+	if (w->async_on)
+		sib_gate_leave(w);
 	if (w->mt)
 		pthread_mutex_unlock(&w->lock);
 }
@@ -294,6 +300,7 @@ SIB_API sib_status_t sib_worker_create(sib_context_t *ctx,
 	}
 	ctx->nworkers++;
 	sib_stats_publish(w);
+	sib_async_start(w);
 	*out = w;
 	return SIB_OK;
 }
@@ -302,6 +309,7 @@ SIB_API sib_status_t sib_worker_destroy(sib_worker_t *w)
 {
 	if (!w)
 		return SIB_ERR_INVALID_PARAM;
+	sib_async_stop(w);
 	sib_lock(w);
 	sib_rndv_fini(w);        /* rendezvous in flight: cancelled */
 	sib_requests_destroy(w);

@@ -129,13 +129,6 @@ if [ -n "$BTLS_HOSTS" ]; then
 		echo "hosts: ${HOSTS[*]} on $HOSTS_SUBNET"
 		for btl in $BTLS_HOSTS; do
 			for r in "${small_runs[@]}"; do
-				# spawn of 2 x 2 children across 3 hosts over
-				# softib hangs now and then (docs/mpi.md): long
-				# tier only, until found
-				case "$btl $r $long" in *softib*spawn*0)
-					echo "skip - $r | btl $btl | hosts (docs/mpi.md)"
-					continue ;;
-				esac
 				# shellcheck disable=SC2086
 				run hosts "$btl" 3x2 $r
 			done

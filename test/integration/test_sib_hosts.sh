@@ -8,7 +8,11 @@
 #     0's host shows 3 XRC send QPs for each of its 2 processes;
 #  2. a rank killed half-way (rank 3, on the second host) and a process that
 #     joins from outside mpirun on the second host: the 5 survivors and the
-#     joiner finish, everything checked.
+#     joiner finish, everything checked;
+#  3. sib_away (2 hosts x 1 rank): connections complete while a process is
+#     away from libsib (the connection thread, transport/async.c): a send
+#     queued behind a handshake goes out, and a peer's handshake is
+#     answered, while its process sleeps outside libsib.
 # Skipped (not failed) where namespaces cannot be made (not root).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -84,5 +88,14 @@ check "a process joined mid-run on host 2 and exchanged with every rank (rc $jrc
 	grep -q 'joiner: ok' "$jlog"
 check "the joiner held 3 XRC send QPs (at most) for 3 hosts" \
 	grep -q 'joiner: send_qps=[23] send_qps_max=3 hosts_sent_to=3' "$jlog"
+
+# ------------------------------------------------------------------ 3
+log=$SIB_TMP/away.log
+HOSTS_TIMEOUT=60 hosts_mpirun 2 1 -x SIB_QUIET "$SIB_ROOT/build/test/sib_away" \
+	>"$log" 2>&1
+rc=$?
+[ "$(grep -c '^sib_away rank [01]: ok' "$log")" -eq 2 ] || cat "$log"
+check "connections complete while the process is away from libsib (rc $rc)" \
+	test "$(grep -c '^sib_away rank [01]: ok' "$log")" -eq 2
 
 summary
