@@ -117,7 +117,11 @@ struct hca_dev {
 				    * the application is going to sleep) */
 	_Atomic uint32_t polls;    /* CQ polls, counted without a lock */
 	_Atomic uint32_t polls_at_arm; /* ... when a CQ was last armed */
-	bool link_paused;       /* progress thread leaves the socket to pollers */
+	/* progress thread leaves the socket to pollers: set and cleared by
+	 * it and by a waking sleeper, read by pollers and timers, each under
+	 * a different lock or none; a hint (a stale value costs a wake-up or
+	 * a recheck), atomic so that it is never a torn or racing access */
+	_Atomic bool link_paused;
 	_Atomic int inl_cqs;    /* our CQs with an inline pool (cq_inline.c) */
 	_Atomic uint32_t inl_cq_hi; /* above the highest index of one of them */
 	uint64_t inl_swept_ns;  /* the progress thread's last sweep */
