@@ -79,7 +79,7 @@ struct hca_link {
 	pthread_mutex_t peers_lock;
 	/* QPs owing a deferred ACK (udp_resp.c), under rx_lock */
 	struct hca_qp *owed[HCA_OWED_MAX];
-	int nowed;
+	_Atomic int nowed;      /* written under rx_lock, peeked without it */
 };
 
 struct hca_dev {
