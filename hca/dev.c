@@ -301,15 +301,16 @@ static bool poller_busy(struct hca_dev *dev, uint64_t now)
 
 void hca_dev_wait_add(struct hca_dev *dev, struct hca_qp *qp)
 {
-	uint64_t now = hca_now_ns(), when = qp->wait_until_ns;
+	uint64_t now = hca_now_ns();
+	uint64_t when = atomic_load_explicit(&qp->wait_until_ns, memory_order_relaxed);
 
 	pthread_mutex_lock(&dev->lock);
 	if (atomic_load(&qp->dying)) {
 		pthread_mutex_unlock(&dev->lock);
 		return;
 	}
-	if (!qp->waiting) {
-		qp->waiting = true;
+	if (!atomic_load_explicit(&qp->waiting, memory_order_relaxed)) {
+		atomic_store_explicit(&qp->waiting, true, memory_order_relaxed);
 		qp->next_wait = dev->waiting;
 		dev->waiting = qp;
 	}
@@ -333,14 +334,16 @@ void hca_dev_run_waiting(struct hca_dev *dev)
 	for (struct hca_qp **pp = &dev->waiting; *pp;) {
 		struct hca_qp *qp = *pp;
 
-		if (qp->wait_until_ns <= now && n < 64) {
+		uint64_t until = atomic_load_explicit(&qp->wait_until_ns, memory_order_relaxed);
+
+		if (until <= now && n < 64) {
 			*pp = qp->next_wait;
-			qp->waiting = false;
+			atomic_store_explicit(&qp->waiting, false, memory_order_relaxed);
 			atomic_fetch_add(&qp->pin, 1);
 			run[n++] = qp;
 		} else {
-			if (!next || qp->wait_until_ns < next)
-				next = qp->wait_until_ns;
+			if (!next || until < next)
+				next = until;
 			pp = &qp->next_wait;
 		}
 	}
@@ -365,8 +368,8 @@ void hca_dev_kick(struct hca_dev *dev)
 {
 	pthread_mutex_lock(&dev->lock);
 	for (struct hca_qp *qp = dev->waiting; qp; qp = qp->next_wait)
-		if (qp->rnr_wait)
-			qp->wait_until_ns = 1;
+		if (atomic_load_explicit(&qp->rnr_wait, memory_order_relaxed))
+			atomic_store_explicit(&qp->wait_until_ns, 1, memory_order_relaxed);
 	atomic_store(&dev->next_wake_ns, 1);
 	pthread_mutex_unlock(&dev->lock);
 	hca_dev_run_waiting(dev);
@@ -407,7 +410,7 @@ void hca_dev_wait_remove(struct hca_dev *dev, struct hca_qp *qp)
 			break;
 		}
 	}
-	qp->waiting = false;
+	atomic_store_explicit(&qp->waiting, false, memory_order_relaxed);
 	pthread_mutex_unlock(&dev->lock);
 	while (atomic_load(&qp->pin))
 		sched_yield();

@@ -89,7 +89,7 @@ struct hca_link {
 	pthread_mutex_t peers_lock;
 	/* QPs owing a deferred ACK (udp_resp.c), under rx_lock */
 	struct hca_qp *owed[HCA_OWED_MAX];
-	int nowed;
+	_Atomic int nowed;      /* written under rx_lock, peeked without it */
 };
 
 /*
@@ -154,7 +154,11 @@ struct hca_dev {
 				    * the application is going to sleep) */
 	_Atomic uint32_t polls;    /* CQ polls, counted without a lock */
 	_Atomic uint32_t polls_at_arm; /* ... when a CQ was last armed */
-	bool link_paused;       /* progress thread leaves the socket to pollers */
+	/* progress thread leaves the socket to pollers: set and cleared by
+	 * it and by a waking sleeper, read by pollers and timers, each under
+	 * a different lock or none; a hint (a stale value costs a wake-up or
+	 * a recheck), atomic so that it is never a torn or racing access */
+	_Atomic bool link_paused;
 	_Atomic int inl_cqs;    /* our CQs with an inline pool (cq_inline.c) */
 	_Atomic uint32_t claim_bits; /* our claim cells in use (claim.c) */
 	_Atomic uint32_t inl_cq_hi; /* above the highest index of one of them */
@@ -361,10 +365,14 @@ struct hca_qp {
 	uint32_t sq_head, sq_tail;  /* head = oldest pending */
 	uint8_t *sq_inl;            /* cap.max_inline_data per slot */
 	struct ibv_sge *sq_sge;     /* cap.max_send_sge per slot */
-	uint64_t wait_until_ns;     /* head WQE held back until then */
+	/* The three below are written under sq_lock by the requester and
+	 * under dev->lock by the waiting list (hca_dev_*), read under either:
+	 * relaxed atomics, hints that whoever acts on them re-checks under
+	 * sq_lock (a lost kick or a stale time only moves a retry). */
+	_Atomic uint64_t wait_until_ns; /* head WQE held back until then */
 	int rnr_left, retry_left;
-	bool waiting;               /* on dev->waiting */
-	bool rnr_wait;              /* held by an RNR NAK: a kick may resume it */
+	_Atomic bool waiting;       /* on dev->waiting */
+	_Atomic bool rnr_wait;      /* held by an RNR NAK: a kick may resume it */
 	struct hca_qp *next_wait;
 	bool sqd_event_due;
 	_Atomic int pin;            /* progress thread is running it, or

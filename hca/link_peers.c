@@ -73,6 +73,7 @@ static int peer_socket(struct hca_link *l, uint32_t daddr, uint16_t dport, bool 
  * makes one such call per poll. softib's threads are never cancelled
  * inside these calls.
  */
+#ifndef SOFTIB_TSAN
 long hca_sys_send(int fd, const void *p, size_t len)
 {
 	return syscall(SYS_sendto, fd, p, len, MSG_DONTWAIT, NULL, 0);
@@ -84,6 +85,37 @@ long hca_sys_recvfrom(int fd, void *p, size_t len, struct sockaddr_in *from)
 
 	return syscall(SYS_recvfrom, fd, p, len, MSG_DONTWAIT, from, &fl);
 }
+
+static long sys_sendmmsg(int fd, struct mmsghdr *mm, unsigned n)
+{
+	return syscall(SYS_sendmmsg, fd, mm, n, MSG_DONTWAIT);
+}
+#else
+/*
+ * The ThreadSanitizer tree (scons tsan=1) goes through libc's wrappers,
+ * which TSan intercepts: a datagram then orders what its sender wrote
+ * before sending with what its receiver reads after receiving (TSan syncs
+ * every socket on one object), as the kernel does. Raw system calls hide
+ * that edge, and each transfer between two QPs of one process over the
+ * UDP link would be reported as a race.
+ */
+long hca_sys_send(int fd, const void *p, size_t len)
+{
+	return send(fd, p, len, MSG_DONTWAIT);
+}
+
+long hca_sys_recvfrom(int fd, void *p, size_t len, struct sockaddr_in *from)
+{
+	socklen_t fl = sizeof(*from);
+
+	return recvfrom(fd, p, len, MSG_DONTWAIT, (struct sockaddr *)from, &fl);
+}
+
+static long sys_sendmmsg(int fd, struct mmsghdr *mm, unsigned n)
+{
+	return sendmmsg(fd, mm, n, MSG_DONTWAIT);
+}
+#endif
 
 /* The connected socket for (daddr, dport), made on first use; -1: none. */
 int hca_link_peer_fd(struct hca_link *l, uint32_t daddr, uint16_t dport)
@@ -141,10 +173,10 @@ int hca_link_peer_send2(int fd, const uint8_t *p, size_t len, const uint8_t *p2,
 	struct iovec iov[2] = { { (void *)p, len }, { (void *)p2, len2 } };
 	struct mmsghdr mm[2] = { { .msg_hdr = { .msg_iov = &iov[0], .msg_iovlen = 1 } },
 				 { .msg_hdr = { .msg_iov = &iov[1], .msg_iovlen = 1 } } };
-	long r = syscall(SYS_sendmmsg, fd, mm, 2, MSG_DONTWAIT);
+	long r = sys_sendmmsg(fd, mm, 2);
 
 	if (r < 0 && errno == ECONNREFUSED) /* a stale ICMP error: once more */
-		r = syscall(SYS_sendmmsg, fd, mm, 2, MSG_DONTWAIT);
+		r = sys_sendmmsg(fd, mm, 2);
 	if (r == 1) /* the second alone */
 		r = 1 + (hca_link_peer_send(fd, p2, len2) == 0);
 	return (int)r;

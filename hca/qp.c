@@ -421,7 +421,8 @@ static void qp_reset(struct hca_qp *qp)
 
 	pthread_mutex_lock(&qp->sq_lock);
 	qp->sq_head = qp->sq_next = qp->sq_tail;
-	qp->wait_until_ns = qp->rnr_until_ns = 0;
+	atomic_store_explicit(&qp->wait_until_ns, 0, memory_order_relaxed);
+	qp->rnr_until_ns = 0;
 	qp->path_route = 0;
 	pthread_mutex_unlock(&qp->sq_lock);
 	/* the UDP responder forgets the old connection too */

@@ -357,7 +357,9 @@ static bool hold_for_retry(struct hca_qp *qp, struct hca_swqe *w)
 		hca_req_fail_head(qp, w, IBV_WC_RETRY_EXC_ERR);
 		return false;
 	}
-	qp->wait_until_ns = hca_now_ns() + (t ? ack_timeout_ns(t) : 200000000ULL);
+	atomic_store_explicit(&qp->wait_until_ns,
+			      hca_now_ns() + (t ? ack_timeout_ns(t) : 200000000ULL),
+			      memory_order_relaxed);
 	return true;
 }
 
@@ -371,8 +373,10 @@ static bool hold_for_rnr(struct hca_qp *qp, struct hca_swqe *w, struct hca_msg *
 		hca_req_fail_head(qp, w, IBV_WC_RNR_RETRY_EXC_ERR);
 		return false;
 	}
-	qp->wait_until_ns = hca_now_ns() + hca_rnr_timer_us[timer & 31] * 1000ULL;
-	qp->rnr_wait = true;
+	atomic_store_explicit(&qp->wait_until_ns,
+			      hca_now_ns() + hca_rnr_timer_us[timer & 31] * 1000ULL,
+			      memory_order_relaxed);
+	atomic_store_explicit(&qp->rnr_wait, true, memory_order_relaxed);
 	return true;
 }
 
@@ -468,17 +472,19 @@ static void sq_progress_locked(struct hca_qp *qp)
 		hca_udp_sq_progress(qp);
 		goto drained;
 	}
-	if (qp->wait_until_ns) {
-		if (hca_now_ns() < qp->wait_until_ns) {
+	uint64_t until = atomic_load_explicit(&qp->wait_until_ns, memory_order_relaxed);
+
+	if (until) {
+		if (hca_now_ns() < until) {
 			hca_dev_wait_add(qp->dev, qp);
 			return;
 		}
-		qp->wait_until_ns = 0;
-		qp->rnr_wait = false;
+		atomic_store_explicit(&qp->wait_until_ns, 0, memory_order_relaxed);
+		atomic_store_explicit(&qp->rnr_wait, false, memory_order_relaxed);
 	}
 	while (qp->sq_head != qp->sq_tail) {
 		if (!exec_head(qp)) {
-			if (qp->wait_until_ns)
+			if (atomic_load_explicit(&qp->wait_until_ns, memory_order_relaxed))
 				hca_dev_wait_add(qp->dev, qp);
 			return;
 		}

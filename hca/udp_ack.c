@@ -49,11 +49,14 @@ void hca_udp_ack_owe(struct hca_qp *qp, uint32_t daddr, uint32_t psn, bool asked
 	atomic_store(&qp->ack_owed, v);
 	if (qp->ack_listed)
 		return;
-	if (l->nowed == HCA_OWED_MAX) {
+	int n = atomic_load_explicit(&l->nowed, memory_order_relaxed);
+
+	if (n == HCA_OWED_MAX) {
 		hca_udp_ack_flush(qp);
 		return;
 	}
-	l->owed[l->nowed++] = qp;
+	l->owed[n] = qp;
+	atomic_store_explicit(&l->nowed, n + 1, memory_order_relaxed);
 	qp->ack_listed = true;
 }
 
@@ -117,15 +120,18 @@ void hca_link_acks_flush_locked(struct hca_dev *dev, enum hca_ack_flush what)
 {
 	struct hca_link *l = &dev->link;
 
-	for (int i = 0; i < l->nowed; i++) {
+	int n = atomic_load_explicit(&l->nowed, memory_order_relaxed);
+
+	for (int i = 0; i < n; i++) {
 		struct hca_qp *qp = l->owed[i];
 
 		if (!due(qp, what))
 			continue;
 		hca_udp_ack_flush(qp);
 		qp->ack_listed = false;
-		l->owed[i--] = l->owed[--l->nowed];
+		l->owed[i--] = l->owed[--n];
 	}
+	atomic_store_explicit(&l->nowed, n, memory_order_relaxed);
 }
 
 /* wait: queue behind a receiver (progress thread), or leave it to it. */
@@ -133,8 +139,9 @@ void hca_link_acks_flush(struct hca_dev *dev, bool wait, enum hca_ack_flush what
 {
 	struct hca_link *l = &dev->link;
 
-	if (!l->nowed)
-		return; /* a racy peek: a miss is flushed by the next caller */
+	/* a peek without rx_lock: a miss is flushed by the next caller */
+	if (!atomic_load_explicit(&l->nowed, memory_order_relaxed))
+		return;
 	if (wait)
 		pthread_mutex_lock(&l->rx_lock);
 	else if (pthread_mutex_trylock(&l->rx_lock))
@@ -149,8 +156,11 @@ void hca_link_forget(struct hca_dev *dev, struct hca_qp *qp)
 	struct hca_link *l = &dev->link;
 
 	atomic_store(&qp->ack_owed, 0);
-	for (int i = 0; i < l->nowed; i++)
+	int n = atomic_load_explicit(&l->nowed, memory_order_relaxed);
+
+	for (int i = 0; i < n; i++)
 		if (l->owed[i] == qp)
-			l->owed[i--] = l->owed[--l->nowed];
+			l->owed[i--] = l->owed[--n];
+	atomic_store_explicit(&l->nowed, n, memory_order_relaxed);
 	qp->ack_listed = false;
 }

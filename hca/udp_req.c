@@ -563,9 +563,10 @@ static void arm_timer(struct hca_qp *qp, uint64_t now)
 	/* already on the waiting list for no later: that look re-arms (a
 	 * racy read, but a QP being taken off the list is run right after,
 	 * under the send lock we hold) */
-	if (!when || (qp->waiting && qp->wait_until_ns <= when))
+	if (!when || (atomic_load_explicit(&qp->waiting, memory_order_relaxed) &&
+		      atomic_load_explicit(&qp->wait_until_ns, memory_order_relaxed) <= when))
 		return;
-	qp->wait_until_ns = when;
+	atomic_store_explicit(&qp->wait_until_ns, when, memory_order_relaxed);
 	hca_dev_wait_add(qp->dev, qp); /* the UDP path reads its own timers */
 }
 

@@ -6,7 +6,7 @@ set -euo pipefail
 
 PACKAGES="build-essential scons libcunit1-dev libibverbs-dev ibverbs-utils
 perftest iproute2 tshark libhwloc-dev libpmix-dev openmpi-bin libopenmpi-dev
-procps psmisc clang libclang-rt-14-dev ucx-utils gnuplot-nox linux-perf"
+procps psmisc clang libclang-rt-14-dev llvm ucx-utils gnuplot-nox linux-perf"
 
 missing=()
 for p in $PACKAGES; do

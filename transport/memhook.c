@@ -35,6 +35,16 @@
 #define MEMHOOK_SUPPORTED 1
 #endif
 
+/* Built with ThreadSanitizer (GCC says so with a macro, clang with a
+ * feature test). */
+#if defined(__SANITIZE_THREAD__)
+#define MEMHOOK_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define MEMHOOK_TSAN 1
+#endif
+#endif
+
 /* Listeners: a fixed table under a reader-writer lock. Reports take it
  * for reading (nested reports from a listener read-lock again: glibc's
  * default rwlock prefers readers, so that cannot wait on a writer);
@@ -117,8 +127,8 @@ static void **libc_curbrk;  /* libc's __curbrk: what sbrk believes */
 
 /* A system call without libc (whose wrappers are what we replaced):
  * returns the kernel's value, -errno on failure. */
-static long sys6(long nr, long a1, long a2, long a3, long a4, long a5,
-		 long a6)
+static inline __attribute__((always_inline)) long
+sys6(long nr, long a1, long a2, long a3, long a4, long a5, long a6)
 {
 	long ret;
 	register long r10 __asm__("r10") = a4;
@@ -256,32 +266,50 @@ static bool advice_drops_pages(int advice)
 	}
 }
 
-#ifdef __SANITIZE_THREAD__
+#ifdef MEMHOOK_TSAN
 /*
  * TSan builds only. glibc's thread exit drops the unused part of the dying
  * thread's stack (madvise DONTNEED, just below its own stack pointer)
- * after ThreadSanitizer has retired the thread: a report would take the
- * listeners' lock through TSan's interceptor without a thread state, and
- * crash. Such a range is left unreported there: a registration on the
- * stack of a thread that is exiting is the one event the TSan tree misses
- * (the unit tests never make one; the plain and ASan trees report it).
+ * after ThreadSanitizer has retired the thread: any instrumented code
+ * there (a function entry, a lock taken through an interceptor) faults in
+ * the runtime. That call is recognised by its range, without
+ * instrumentation, and goes straight to the kernel, unreported and
+ * unchained: a registration on the stack of a thread that is exiting is
+ * the one event the TSan tree misses (the unit tests never make one; the
+ * plain and ASan trees report it).
  */
-static bool dying_stack(uintptr_t start, size_t len)
-{
-	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
-
-	return start + len <= sp && sp - (start + len) < (1u << 20);
-}
+#if defined(__clang__)
+#define MEMHOOK_UNINSTRUMENTED __attribute__((disable_sanitizer_instrumentation))
 #else
-static bool dying_stack(uintptr_t start, size_t len)
-{
-	return false;
-}
+#define MEMHOOK_UNINSTRUMENTED __attribute__((no_sanitize("thread")))
 #endif
 
+static int hook_madvise_seen(void *addr, size_t len, int advice);
+
+MEMHOOK_UNINSTRUMENTED
 static int hook_madvise(void *addr, size_t len, int advice)
 {
-	if (advice_drops_pages(advice) && !dying_stack((uintptr_t)addr, len))
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+	uintptr_t end = (uintptr_t)addr + len;
+
+	if (end <= sp && sp - end < (1u << 20)) {
+		long r = sys6(SYS_madvise, (long)addr, (long)len, advice, 0, 0, 0);
+
+		if ((unsigned long)r > -4096UL) {
+			errno = (int)-r;
+			return -1;
+		}
+		return 0;
+	}
+	return hook_madvise_seen(addr, len, advice);
+}
+#else
+#define hook_madvise_seen hook_madvise
+#endif
+
+static int hook_madvise_seen(void *addr, size_t len, int advice)
+{
+	if (advice_drops_pages(advice))
 		report((uintptr_t)addr, len, SIB_MEM_DONTNEED);
 	void *chain = chain_enter(P_MADVISE);
 	int r = chain ? ((int (*)(void *, size_t, int))chain)(addr, len,
@@ -409,22 +437,32 @@ static void *existing_jump(const uint8_t *p)
 	return NULL;
 }
 
-#ifdef __SANITIZE_THREAD__
-/* ThreadSanitizer keeps no shadow for libc's text, and its memcpy and
- * atomic interceptors would write there: the patch is made with them
- * ignoring this thread (the runtime's annotation entry points). */
-void AnnotateIgnoreWritesBegin(const char *file, int line);
-void AnnotateIgnoreWritesEnd(const char *file, int line);
+#ifdef MEMHOOK_TSAN
+/* The runtime's annotation entry points: atomics of this thread pass
+ * unobserved between the two. */
 void AnnotateIgnoreSyncBegin(const char *file, int line);
 void AnnotateIgnoreSyncEnd(const char *file, int line);
-#define TSAN_IGNORE_BEGIN() (AnnotateIgnoreWritesBegin(__FILE__, __LINE__), \
-			     AnnotateIgnoreSyncBegin(__FILE__, __LINE__))
-#define TSAN_IGNORE_END() (AnnotateIgnoreSyncEnd(__FILE__, __LINE__), \
-			   AnnotateIgnoreWritesEnd(__FILE__, __LINE__))
+#define TSAN_IGNORE_BEGIN() AnnotateIgnoreSyncBegin(__FILE__, __LINE__)
+#define TSAN_IGNORE_END() AnnotateIgnoreSyncEnd(__FILE__, __LINE__)
 #else
 #define TSAN_IGNORE_BEGIN() ((void)0)
 #define TSAN_IGNORE_END() ((void)0)
 #endif
+
+/*
+ * Code bytes are no object threads share, and ThreadSanitizer keeps no
+ * shadow for libc's text (an instrumented store there faults): copied
+ * byte by byte out of its sight, the head word's atomic store with the
+ * runtime told to ignore it.
+ */
+__attribute__((no_sanitize("thread")))
+static void code_copy(uint8_t *to, const uint8_t *from, size_t n)
+{
+	volatile uint8_t *t = to;
+
+	for (size_t i = 0; i < n; i++)
+		t[i] = from[i];
+}
 
 static int write_code(uint8_t *at, const uint8_t *bytes, size_t n)
 {
@@ -441,10 +479,10 @@ static int write_code(uint8_t *at, const uint8_t *bytes, size_t n)
 	 * A jump shorter than 8 bytes keeps the bytes after it as they are. */
 	memcpy(&head, at, 8);
 	memcpy(&head, bytes, n < 8 ? n : 8);
-	TSAN_IGNORE_BEGIN();
 	if (n > 8)
-		memcpy(at + 8, bytes + 8, n - 8);
+		code_copy(at + 8, bytes + 8, n - 8);
 	/* code bytes, not an object: viewed as an atomic word for this store */
+	TSAN_IGNORE_BEGIN();
 	atomic_store_explicit((_Atomic uint64_t *)(void *)at, head, memory_order_seq_cst);
 	TSAN_IGNORE_END();
 	mprotect((void *)lo, span, PROT_READ | PROT_EXEC);

@@ -186,7 +186,10 @@ struct sib_request {
 	enum sib_req_kind kind;
 	sib_worker_t *w;
 	struct sib_ep *ep;
-	bool done, freed, wild;
+	/* done: set, with release, under the worker lock once st is final;
+	 * test and wait read it without the lock (acquire), then st */
+	_Atomic bool done;
+	bool freed, wild;
 	struct sib_tag_status st;
 	sib_send_cb_t send_cb;
 	sib_recv_cb_t recv_cb;

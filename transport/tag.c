@@ -145,8 +145,8 @@ struct sib_request *sib_req_new(sib_worker_t *w, enum sib_req_kind k,
 
 void sib_req_complete(struct sib_request *r, sib_status_t st)
 {
-	r->done = true;
 	r->st.status = st;
+	atomic_store_explicit(&r->done, true, memory_order_release);
 	if (r->kind == SIB_REQ_RECV && r->recv_cb)
 		r->recv_cb(r, &r->st, r->cb_arg);
 	else if (r->kind != SIB_REQ_RECV && r->send_cb)
@@ -601,13 +601,20 @@ SIB_API sib_status_t sib_tag_mrecv_nb(sib_worker_t *w, void *buf, size_t len,
 
 /* ---------------- request calls ---------------- */
 
+/* Read without the worker lock: acquire, pairing with sib_req_complete's
+ * release, so that st is final when done is seen. */
+static bool req_done(sib_request_t *r)
+{
+	return atomic_load_explicit(&r->done, memory_order_acquire);
+}
+
 SIB_API sib_status_t sib_request_test(sib_request_t *r, struct sib_tag_status *st)
 {
 	if (!r)
 		return SIB_ERR_INVALID_PARAM;
-	if (!r->done)
+	if (!req_done(r))
 		sib_worker_progress(r->w);
-	if (!r->done)
+	if (!req_done(r))
 		return SIB_INPROGRESS;
 	if (st)
 		*st = r->st;
@@ -620,8 +627,8 @@ SIB_API sib_status_t sib_request_wait(sib_request_t *r, struct sib_tag_status *s
 
 	if (!r || r->freed)
 		return SIB_ERR_INVALID_PARAM;
-	while (!r->done) {
-		if (sib_worker_progress(r->w) > 0 || r->done) {
+	while (!req_done(r)) {
+		if (sib_worker_progress(r->w) > 0 || req_done(r)) {
 			idle = 0;
 			continue;
 		}
@@ -661,14 +668,25 @@ SIB_API sib_status_t sib_request_cancel(sib_request_t *r)
 	return st;
 }
 
+/* Under the worker lock: another thread's progress may be completing r
+ * (its callback running, its freed flag about to be read). */
 SIB_API void sib_request_free(sib_request_t *r)
 {
-	if (!r || r->freed)
+	sib_worker_t *w;
+
+	if (!r)
 		return;
-	if (r->done)
+	w = r->w;
+	sib_lock(w);
+	if (r->freed) {
+		sib_unlock(w);
+		return;
+	}
+	if (atomic_load_explicit(&r->done, memory_order_relaxed))
 		free(r);
 	else
 		r->freed = true;
+	sib_unlock(w);
 }
 
 /* ---------------- active messages ---------------- */

@@ -29,7 +29,7 @@ struct side {
 	char buf[4096];
 };
 
-static void die(const char *what)
+static void __attribute__((noreturn)) die(const char *what)
 {
 	fprintf(stderr, "inline_nopoll: %s\n", what);
 	exit(2);

@@ -77,7 +77,7 @@ static uint64_t use(struct sib_rcache *c, void *p)
 	return s;
 }
 
-static inline void *map_block(size_t n)
+static inline __attribute__((unused)) void *map_block(size_t n)
 {
 	void *p = mmap(NULL, n, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -93,7 +93,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: rcache_dlopen PLUGIN.so\n");
 		return 2;
 	}
-#ifdef __SANITIZE_ADDRESS__
+#if defined(__SANITIZE_ADDRESS__) || defined(SOFTIB_TSAN)
 	/* ASan's malloc/free bypass libc (raw system calls, quarantine):
 	 * the program's own block is then an mmap/munmap of its own. */
 	printf("ASan build: the block is mmap'ed, freed with munmap\n");

@@ -361,7 +361,12 @@ static void test_position_wrap(void)
 
 #define NPROD    4
 #define NCONS    4
+#ifdef SOFTIB_TSAN
+#define PER_PROD 20000  /* TSan runs each atomic ~10x slower: the same
+			 * interleavings, a tenth of the items */
+#else
 #define PER_PROD 200000
+#endif
 
 /*
  * A broken ring must fail the test, not hang it: every loop of the test
