@@ -171,7 +171,9 @@ struct hca_dev {
 	int link_sleepers;
 	_Atomic uint64_t sleeper_ns; /* when the last sleeper woke */
 	uint64_t timer_at;      /* the timer's next expiry, under lock */
-	bool timer_failed;      /* timerfd_settime failed: epoll_wait ticks */
+	_Atomic bool timer_failed; /* timerfd_settime failed: epoll_wait ticks
+				      (set by any thread that arms, read by the
+				      progress thread) */
 	uint64_t backstop_ns;   /* the progress thread's last backstop run */
 	struct hca_wake wake;   /* failed wake sends, retried (wake.c) */
 	struct hca_chan *chans; /* our completion channels (dev->lock) */

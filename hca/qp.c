@@ -407,9 +407,10 @@ void hca_qp_flush(struct hca_qp *qp)
 /* To ERR: flush both queues; a QP on an SRQ reports its last WQE. */
 void hca_qp_to_error(struct hca_qp *qp)
 {
+	/* the state is the entry's (hca_qp_state, which query reads): not
+	 * attr's copy, which only the application's own calls write */
 	uint8_t prev = atomic_exchange(&qp->ent->state, IBV_QPS_ERR);
 
-	qp->attr->qp_state = IBV_QPS_ERR;
 	hca_qp_flush(qp);
 	if (prev != IBV_QPS_ERR && qp->srq)
 		hca_ctx_queue_event(qp->ctx, IBV_EVENT_QP_LAST_WQE_REACHED, qp->user, 0);

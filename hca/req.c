@@ -331,8 +331,7 @@ void hca_req_fail_head(struct hca_qp *qp, struct hca_swqe *w, enum ibv_wc_status
 {
 	hca_req_complete(qp, w, st);
 	qp->sq_head++;
-	atomic_store(&qp->ent->state, IBV_QPS_ERR);
-	qp->attr->qp_state = IBV_QPS_ERR;
+	atomic_store(&qp->ent->state, IBV_QPS_ERR); /* what query reads */
 	hca_qp_flush_sq(qp);
 	hca_qp_flush_rq(qp);
 	if (qp->srq)

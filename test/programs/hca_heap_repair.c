@@ -158,7 +158,7 @@ int main(int argc, char **argv)
 	size_t len;
 	int lockfd = -1;
 	long n = 1;
-	int opt, st, nlive = NLIVE;
+	int opt, st = 0, nlive = NLIVE;
 	pid_t kid;
 
 	while ((opt = getopt(argc, argv, "k:v")) != -1) {

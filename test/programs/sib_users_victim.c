@@ -132,7 +132,7 @@ static void wait_file(const char *path, struct ibv_comp_channel *ch)
 int main(int argc, char **argv)
 {
 	struct ibv_device **list;
-	struct ibv_context *ctx;
+	struct ibv_context *ctx = NULL;
 	struct ibv_comp_channel *ch;
 	struct ibv_cq *cq, *cq2;
 	struct ibv_qp *qp;
