@@ -68,9 +68,7 @@ struct mca_btl_base_registration_handle_t *mca_btl_softib_register_mem(
 	void *blob = NULL;
 	size_t len = 0;
 
-	(void)btl;
-	(void)endpoint;
-	(void)flags; /* libsib's regions allow every access */
+	/* flags: libsib's regions allow every access */
 	if (!r)
 		return NULL;
 	if (sib_mem_map(mca_btl_softib_component.worker, base, size, &r->mem) != SIB_OK)
@@ -95,7 +93,6 @@ int mca_btl_softib_deregister_mem(struct mca_btl_base_module_t *btl,
 	struct softib_reg *r;
 	sib_status_t st;
 
-	(void)btl;
 	if (!h)
 		return OPAL_ERR_BAD_PARAM;
 	r = (struct softib_reg *)((char *)h - offsetof(struct softib_reg, handle));
@@ -108,7 +105,6 @@ static void rdma_done(sib_request_t *req, sib_status_t st, void *arg)
 {
 	struct softib_rdma_op *op = arg;
 
-	(void)req;
 	sib_rkey_destroy(op->rkey);
 	op->cbfunc(&mca_btl_softib_module.super, op->endpoint, op->local_address,
 		   op->local_handle, op->cbcontext, op->cbdata,
@@ -156,6 +152,30 @@ static int op_started(struct softib_rdma_op *op, sib_status_t st, sib_request_t 
 		OPAL_ERR_OUT_OF_RESOURCE : mca_btl_softib_status(st);
 }
 
+/* A put (write true) or a get: libsib's calls share a signature. */
+static int rdma(bool write, struct mca_btl_base_endpoint_t *endpoint,
+		void *local_address, uint64_t remote_address,
+		struct mca_btl_base_registration_handle_t *local_handle,
+		struct mca_btl_base_registration_handle_t *remote_handle, size_t size,
+		mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata)
+{
+	struct sib_op_params p = { .send_cb = rdma_done };
+	struct softib_rdma_op *op;
+	sib_request_t *req = NULL;
+	sib_status_t st;
+
+	op = op_new(endpoint, local_address, local_handle, remote_handle, cbfunc,
+		    cbcontext, cbdata);
+	if (!op)
+		return OPAL_ERR_OUT_OF_RESOURCE;
+	p.cb_arg = op;
+	st = write ? sib_put_nb(endpoint->ep, local_address, size, remote_address,
+				op->rkey, &p, &req)
+		   : sib_get_nb(endpoint->ep, local_address, size, remote_address,
+				op->rkey, &p, &req);
+	return op_started(op, st, req);
+}
+
 int mca_btl_softib_put(struct mca_btl_base_module_t *btl,
 		       struct mca_btl_base_endpoint_t *endpoint, void *local_address,
 		       uint64_t remote_address,
@@ -165,20 +185,8 @@ int mca_btl_softib_put(struct mca_btl_base_module_t *btl,
 		       mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
 		       void *cbdata)
 {
-	struct sib_op_params p = { .send_cb = rdma_done };
-	struct softib_rdma_op *op;
-	sib_request_t *req = NULL;
-
-	(void)btl;
-	(void)flags;
-	(void)order;
-	op = op_new(endpoint, local_address, local_handle, remote_handle, cbfunc,
-		    cbcontext, cbdata);
-	if (!op)
-		return OPAL_ERR_OUT_OF_RESOURCE;
-	p.cb_arg = op;
-	return op_started(op, sib_put_nb(endpoint->ep, local_address, size,
-					 remote_address, op->rkey, &p, &req), req);
+	return rdma(true, endpoint, local_address, remote_address, local_handle,
+		    remote_handle, size, cbfunc, cbcontext, cbdata);
 }
 
 int mca_btl_softib_get(struct mca_btl_base_module_t *btl,
@@ -190,20 +198,8 @@ int mca_btl_softib_get(struct mca_btl_base_module_t *btl,
 		       mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
 		       void *cbdata)
 {
-	struct sib_op_params p = { .send_cb = rdma_done };
-	struct softib_rdma_op *op;
-	sib_request_t *req = NULL;
-
-	(void)btl;
-	(void)flags;
-	(void)order;
-	op = op_new(endpoint, local_address, local_handle, remote_handle, cbfunc,
-		    cbcontext, cbdata);
-	if (!op)
-		return OPAL_ERR_OUT_OF_RESOURCE;
-	p.cb_arg = op;
-	return op_started(op, sib_get_nb(endpoint->ep, local_address, size,
-					 remote_address, op->rkey, &p, &req), req);
+	return rdma(false, endpoint, local_address, remote_address, local_handle,
+		    remote_handle, size, cbfunc, cbcontext, cbdata);
 }
 
 /* Every operation issued to endpoint (NULL: to anyone) has completed. */
@@ -213,7 +209,6 @@ int mca_btl_softib_flush(struct mca_btl_base_module_t *btl,
 	sib_request_t *req = NULL;
 	sib_status_t st;
 
-	(void)btl;
 	st = endpoint ? sib_ep_flush(endpoint->ep, &req)
 		      : sib_worker_flush(mca_btl_softib_component.worker, &req);
 	if (st == SIB_INPROGRESS || (st == SIB_OK && req)) {
