@@ -273,6 +273,70 @@ static int seg_create(const char *name, size_t *lenp, struct hca_seg **out)
 	return 0;
 }
 
+/*
+ * Under the exclusive lock (taken, not waited for): map the segment, or
+ * make it if it is still absent or unusable, then go back to shared (not
+ * atomic, and need not be: whoever takes the exclusive lock in between
+ * finds a usable segment and leaves it).
+ */
+static int seg_map_exclusive(int fd, const char *name, size_t *lenp,
+			     struct hca_seg **out)
+{
+	int rc = seg_open_existing(name, lenp, out);
+
+	if (rc == ENOENT || rc == ESTALE)
+		rc = seg_create(name, lenp, out);
+	if (!rc)
+		rc = seg_flock(fd, LOCK_SH);
+	if (rc) {
+		if (*out)
+			munmap(*out, *lenp);
+		*out = NULL;
+		flock(fd, LOCK_UN);
+	}
+	return rc;
+}
+
+/*
+ * Shared lock and a usable segment (0), else try the exclusive lock once
+ * to make it. Never *wait* for the exclusive lock: a process that found
+ * the segment absent may lose the race to make it to another one, which
+ * then holds its shared lock for as long as it lives; waiting for the
+ * exclusive lock would wait for that process to exit (two processes
+ * starting at once: the second timed out after 10 s, ETIMEDOUT from
+ * ibv_open_device). So both locks are tried in turn, each without
+ * blocking, with a random pause between rounds so that two openers of a
+ * segment whose creator died do not keep meeting under the shared lock.
+ */
+static int seg_lock_and_map(int fd, const char *name, size_t *lenp,
+			    struct hca_seg **out)
+{
+	unsigned seed = (unsigned)getpid() ^ (unsigned)hca_now_ns();
+	uint64_t deadline = hca_now_ns() + SEG_LOCK_WAIT_MS * 1000000ULL;
+	int rc;
+
+	do {
+		if (!flock(fd, LOCK_SH | LOCK_NB)) {
+			rc = seg_open_existing(name, lenp, out);
+			if (rc != ENOENT && rc != ESTALE) {
+				if (rc)
+					flock(fd, LOCK_UN);
+				return rc;
+			}
+			/* absent, or made by a creator that died half-way */
+			flock(fd, LOCK_UN);
+		} else if (errno != EWOULDBLOCK && errno != EINTR) {
+			return errno;
+		}
+		if (!flock(fd, LOCK_EX | LOCK_NB))
+			return seg_map_exclusive(fd, name, lenp, out);
+		if (errno != EWOULDBLOCK && errno != EINTR)
+			return errno;
+		usleep(200 + (unsigned)rand_r(&seed) % 1000);
+	} while (hca_now_ns() < deadline);
+	return ETIMEDOUT;
+}
+
 int hca_seg_map(struct hca_seg **out, size_t *lenp, int *lockfd)
 {
 	char name[96], lname[104];
@@ -288,29 +352,8 @@ int hca_seg_map(struct hca_seg **out, size_t *lenp, int *lockfd)
 		close(fd);
 		return EACCES;
 	}
-	rc = seg_flock(fd, LOCK_SH);
-	if (!rc)
-		rc = seg_open_existing(name, &len, out);
-	if (rc == ENOENT || rc == ESTALE) {
-		/* absent, or made by a creator that died half-way: make it,
-		 * alone (another may have made it while we waited) */
-		flock(fd, LOCK_UN);
-		rc = seg_flock(fd, LOCK_EX);
-		if (!rc) {
-			rc = seg_open_existing(name, &len, out);
-			if (rc == ENOENT || rc == ESTALE)
-				rc = seg_create(name, &len, out);
-		}
-		/* back to shared: the segment is made and others may map it
-		 * (not atomic, and need not be: whoever takes the exclusive
-		 * lock in between finds a usable segment and leaves it) */
-		if (!rc)
-			rc = seg_flock(fd, LOCK_SH);
-		if (rc && *out) {
-			munmap(*out, len);
-			*out = NULL;
-		}
-	}
+	*out = NULL;
+	rc = seg_lock_and_map(fd, name, &len, out);
 	if (rc) {
 		close(fd);
 		return rc;

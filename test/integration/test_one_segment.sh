@@ -10,7 +10,11 @@
 #
 #  1. the stale segment, 8 openers at once;
 #  2. the same, 3 rounds in a row (10 under SOFTIB_LONG=1): the race of
-#     the recreators is a matter of timing, so it is given several tries.
+#     the recreators is a matter of timing, so it is given several tries;
+#  3. no segment at all, 8 openers at once, 3 rounds: the losers of the
+#     race to make it join the winner's (they used to wait 10 s for the
+#     exclusive lock the winner's shared lock kept from them, and fail
+#     with ETIMEDOUT: the kill storm's two survivors, one run in four).
 # The test runs on a segment name of its own (SOFTIB_SEG_TAG gets a
 # suffix) and removes it at its end.
 set -uo pipefail
@@ -50,12 +54,18 @@ stale() { # a segment whose creator died before it was ready
 }
 
 HOLDS=()
-start_many() { # start_many N: N processes open the device at once
+start_many() { # start_many N TAG [gate]: N processes open the device at once
 	local i
 	for ((i = 0; i < $1; i++)); do
-		"$hold" -n -t 120 </dev/null >"$SIB_TMP/h$i.$2.out" 2>&1 &
+		if [ -n "${3:-}" ]; then # all wait for the gate file, then go
+			(while [ ! -e "$3" ]; do :; done
+			 exec "$hold" -n -t 120) </dev/null >"$SIB_TMP/h$i.$2.out" 2>&1 &
+		else
+			"$hold" -n -t 120 </dev/null >"$SIB_TMP/h$i.$2.out" 2>&1 &
+		fi
 		HOLDS+=($!)
 	done
+	[ -n "${3:-}" ] && sleep 0.3 && touch "$3"
 	for ((i = 0; i < 300; i++)); do
 		[ "$(cat "$SIB_TMP"/h*."$2".out 2>/dev/null | grep -c '^open')" -ge "$1" ] && return 0
 		sleep 0.1
@@ -96,6 +106,24 @@ for ((r = 1; r <= rounds; r++)); do
 	HOLDS=()
 done
 check "$rounds rounds of 8 openers on a stale segment: all in one segment each time ($ok of $rounds)" \
+	test "$ok" = "$rounds"
+
+# ---------------------------------------------------------------- part 3
+ok=0
+for ((r = 1; r <= rounds; r++)); do
+	rm -f "/dev/shm$name"
+	t0=$(date +%s)
+	start_many 8 "a$r" "$SIB_TMP/go$r" || { fail "round $r: 8 processes open an absent segment"; break; }
+	dt=$(($(date +%s) - t0))
+	n=$(live_listed "${HOLDS[@]}")
+	# well under the 10 s lock wait: nobody waited for the winner to exit
+	[ "$n" = 8 ] && [ "$dt" -lt 5 ] && ok=$((ok + 1))
+	[ "$n" = 8 ] && [ "$dt" -lt 5 ] || echo "round $r: $n of 8 in the segment, $dt s"
+	for p in "${HOLDS[@]}"; do kill "$p" 2>/dev/null; done
+	for p in "${HOLDS[@]}"; do wait "$p" 2>/dev/null; done
+	HOLDS=()
+done
+check "$rounds rounds of 8 openers and no segment: all in one segment at once ($ok of $rounds)" \
 	test "$ok" = "$rounds"
 
 summary

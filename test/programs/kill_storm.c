@@ -53,6 +53,7 @@
 #define MAXMSG    32768
 #define WINDOW    8
 #define STALL_S   15.0
+#define UP_S      30.0 /* a process that starts takes less than this to be up */
 #define HDR       24
 
 struct vplace {
@@ -436,8 +437,9 @@ static void survivor(int s)
 	me->lid = x.d.port.lid;
 	memcpy(me->gid, x.d.gid.raw, 16);
 	atomic_store(&me->up, 1);
-	while (!atomic_load(&other->up))
-		usleep(1000);
+	for (double t0 = now_s(); !atomic_load(&other->up); usleep(1000))
+		if (now_s() - t0 > UP_S)
+			sfail(s, "the other survivor never came up in %.0f s", UP_S);
 	connect_qp(&x.d, x.peer, other->qpn, other->lid, other->gid);
 	while (!atomic_load(&B->stop)) {
 		struct ibv_wc wc[16];
@@ -570,6 +572,20 @@ static bool survivors_ok(pid_t *spid)
 	return true;
 }
 
+/* A run that cannot go on: no survivor left behind (they would stream
+ * until the timeout). */
+static int end_early(pid_t *spid)
+{
+	for (int s = 0; s < NS; s++) {
+		if (spid[s]) {
+			kill(spid[s], SIGKILL);
+			waitpid(spid[s], NULL, 0);
+		}
+	}
+	printf("kill storm ended before the first kill: FAIL\n");
+	return 1;
+}
+
 int main(int argc, char **argv)
 {
 	unsigned seed = 1, kills = 100, done = 0, checks = 0;
@@ -597,8 +613,17 @@ int main(int argc, char **argv)
 	memset(B, 0, sizeof(*B));
 	for (int s = 0; s < NS; s++)
 		spid[s] = spawn(survivor, s);
-	while (!atomic_load(&B->s[0].up) || !atomic_load(&B->s[1].up))
-		usleep(1000);
+	/* a survivor that cannot start (it says why on stderr) fails the run
+	 * now: the storm needs both */
+	for (double w = now_s(); !atomic_load(&B->s[0].up) || !atomic_load(&B->s[1].up);
+	     usleep(1000)) {
+		if (!survivors_ok(spid))
+			return end_early(spid);
+		if (now_s() - w > UP_S) {
+			printf("FAIL: the survivors were not up in %.0f s\n", UP_S);
+			return end_early(spid);
+		}
+	}
 	for (int v = 0; v < NV; v++)
 		victim_start(v, &seed);
 	while (ok && done < kills) {
@@ -609,6 +634,14 @@ int main(int argc, char **argv)
 				continue;
 			kill(vpid[v], SIGKILL);
 			waitpid(vpid[v], &st, 0);
+			if (WIFEXITED(st) && WEXITSTATUS(st)) {
+				/* it died of a failure of its own (its message
+				 * is on stderr), not of our kill or a test point */
+				printf("FAIL: victim %d (kill %u) exited with status %d before its kill\n",
+				       v, done + 1, WEXITSTATUS(st));
+				ok = false;
+				break;
+			}
 			atomic_store(&B->v[v].dead, atomic_load(&B->v[v].inc));
 			done++;
 			/* the survivors reclaim it (pidfd): then the heap */
