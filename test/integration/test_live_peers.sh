@@ -72,14 +72,18 @@ churn() {
 churn &
 churn_pid=$!
 
-looks=0 missing=0 first_miss=
-while kill -0 "$pair_pid" 2>/dev/null; do
+# look until 2 s before the pair's end: its processes close the device
+# and exit at their own pace once their time is up (a process that has
+# closed it is rightly no longer listed)
+looks=0 missing=0 first_miss= look_end=$((SECONDS + secs - 2))
+while kill -0 "$pair_pid" 2>/dev/null && [ "$SECONDS" -lt "$look_end" ]; do
 	listing=$("$tool" procs)
 	looks=$((looks + 1))
 	for p in $pids $hold_pid; do
 		if ! awk -v p="$p" '$3 == p && $NF == "live" { f = 1 } END { exit !f }' \
 			<<<"$listing"; then
-			kill -0 "$pair_pid" 2>/dev/null || break 2 # the pair has finished
+			# the pair (or this process of it) has finished
+			{ kill -0 "$pair_pid" && kill -0 "$p"; } 2>/dev/null || break 2
 			missing=$((missing + 1))
 			[ -z "$first_miss" ] && first_miss="pid $p after $looks looks"
 		fi
