@@ -193,6 +193,10 @@ if ! clean "$after"; then # what is left, and what the holder is doing
 	for t in /proc/"$hold1"/task/*; do
 		echo "holder thread $(cat "$t/comm" 2>/dev/null): $(cat "$t/wchan" 2>/dev/null) $(awk '{ print $3 }' "$t/stat" 2>/dev/null)"
 	done
+	# where the holder's threads are (a reclaim that never ran)
+	command -v gdb >/dev/null &&
+		timeout 30 gdb -p "$hold1" -batch -ex "thread apply all bt 30" 2>/dev/null |
+		grep -E '^#|^Thread' | head -60
 fi
 
 # ---------------------------------------------------------------- part 2
