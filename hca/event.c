@@ -241,14 +241,23 @@ static bool still_in_error(struct hca_qp *qp)
 	return atomic_load(&qp->ent->state) == IBV_QPS_ERR;
 }
 
+/* The test hook, if a test set one (one load otherwise). */
+static inline void dispatch_hook(const struct hca_db_msg *m)
+{
+	void (*h)(const struct hca_db_msg *) =
+		atomic_load_explicit(&hca_db_dispatch_hook, memory_order_acquire);
+
+	if (h)
+		h(m);
+}
+
 static void dispatch_qp(struct hca_dev *dev, const struct hca_db_msg *m)
 {
 	struct hca_qp *qp = hca_qp_get(dev, m->idx, m->id);
 
 	if (!qp)
 		return;
-	if (hca_db_dispatch_hook)
-		hca_db_dispatch_hook(m);
+	dispatch_hook(m);
 	if (m->kind == HCA_DB_QP_FLUSH) {
 		if (still_in_error(qp))
 			hca_qp_to_error(qp);
@@ -281,8 +290,7 @@ void hca_db_dispatch(struct hca_dev *dev, const struct hca_db_msg *m)
 
 		if (!srq)
 			return;
-		if (hca_db_dispatch_hook)
-			hca_db_dispatch_hook(m);
+		dispatch_hook(m);
 		hca_ctx_queue_event(srq->pd->ctx, m->event, srq->user, 0);
 		hca_srq_put(srq);
 	} else if (m->kind == HCA_DB_ASYNC_CQ) {
@@ -290,8 +298,7 @@ void hca_db_dispatch(struct hca_dev *dev, const struct hca_db_msg *m)
 
 		if (!cq)
 			return;
-		if (hca_db_dispatch_hook)
-			hca_db_dispatch_hook(m);
+		dispatch_hook(m);
 		if (m->event == IBV_EVENT_CQ_ERR)
 			cq_overrun(dev, cq);
 		hca_ctx_queue_event(cq->ctx, m->event, cq->user, 0);

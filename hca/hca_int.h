@@ -537,7 +537,8 @@ struct hca_db_msg {
 };
 
 /* obj_tab.c: our objects by index, pinned against their destruction */
-extern void (*hca_db_dispatch_hook)(const struct hca_db_msg *m);
+/* a test's hook: set by the test thread, read by the progress thread */
+extern void (*_Atomic hca_db_dispatch_hook)(const struct hca_db_msg *m);
 void hca_pin_wait(_Atomic int *pin);
 void hca_qp_tab_set(struct hca_dev *dev, uint32_t idx, struct hca_qp *qp);
 struct hca_qp *hca_qp_get(struct hca_dev *dev, uint32_t idx, uint32_t qpn);

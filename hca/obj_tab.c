@@ -34,7 +34,7 @@
 
 /* Test hook (unit tests only): called by the dispatch with the object
  * found and pinned, before it acts on it. NULL otherwise. */
-void (*hca_db_dispatch_hook)(const struct hca_db_msg *m);
+void (*_Atomic hca_db_dispatch_hook)(const struct hca_db_msg *m);
 
 void hca_pin_wait(_Atomic int *pin)
 {
