@@ -259,8 +259,10 @@ static void dispatch_qp(struct hca_dev *dev, const struct hca_db_msg *m)
 		return;
 	dispatch_hook(m);
 	if (m->kind == HCA_DB_QP_FLUSH) {
+		/* flush only: the state is ERR already, and writing it again
+		 * could undo a reset the application made since the check */
 		if (still_in_error(qp))
-			hca_qp_to_error(qp);
+			hca_qp_flush(qp);
 	} else {
 		if (qp_event_is_fatal(m->event) && still_in_error(qp))
 			hca_qp_to_error(qp);
