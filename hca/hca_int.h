@@ -512,6 +512,12 @@ enum hca_live hca_proc_watch(pid_t pid, uint64_t start, int *fdp);
 /* reclaim.c */
 void hca_reclaim_slot(struct hca_seg *seg, uint16_t slot, uint32_t gen);
 
+/* peers.c: who is alive; the dead are reclaimed by whoever notices */
+#define HCA_PEER_EPOLL_TAG 0x8000000000000000ULL /* epoll tag: slot | gen << 16 */
+void hca_peers_scan(struct hca_dev *dev);
+void hca_peers_poll_unwatched(struct hca_dev *dev);
+void hca_peer_died(struct hca_dev *dev, uint16_t slot, uint32_t gen);
+
 /* dev.c */
 int hca_dev_notify(struct hca_dev *dev, uint16_t slot, uint32_t gen,
 		   const void *msg, size_t len);
