@@ -1,6 +1,6 @@
 #!/bin/bash
 # Build build/fuzz/fuzz_packet: the libFuzzer target of test/fuzz/fuzz_packet.c
-# linked with the HCA sources (hca/*.c) compiled by clang for libFuzzer's
+# linked with the HCA sources (hca/*/*.c, hca/link/*/*.c) compiled by clang for libFuzzer's
 # coverage and with AddressSanitizer + UBSan (any UB report is a crash).
 # Independent of SConstruct: libFuzzer needs clang, the tree is built with gcc.
 #
@@ -23,7 +23,8 @@ fi
 
 san=(-fsanitize=address,undefined -fno-sanitize-recover=undefined
      -fno-omit-frame-pointer)
-cflags=(-std=gnu11 -D_GNU_SOURCE -Ihca -Iverbs -I. -g -O1 -Wall -Wextra
+hca_dirs=(hca hca/core hca/engine hca/link/shm hca/link/udp hca/trace)
+cflags=(-std=gnu11 -D_GNU_SOURCE "${hca_dirs[@]/#/-I}" -Iverbs -I. -g -O1 -Wall -Wextra
 	-Wno-unused-parameter -Wno-gnu-variable-sized-type-not-at-end)
 # shellcheck disable=SC2206 # FUZZ_CFLAGS is a list of words
 extra=(${FUZZ_CFLAGS:-})
@@ -36,8 +37,8 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$flags_now" ]; then
 	rm -f "$obj"/*.o
 	echo "$flags_now" >"$stamp"
 fi
-newest_hdr=$(ls -t hca/*.h | head -n 1)
-srcs=(hca/*.c test/fuzz/fuzz_packet.c)
+newest_hdr=$(ls -t hca/*.h hca/*/*.h hca/link/*/*.h | head -n 1)
+srcs=(hca/*/*.c hca/link/*/*.c test/fuzz/fuzz_packet.c)
 compile() { # src obj: a failed compile leaves no object behind
 	rm -f "$2"
 	"$cc" "${cflags[@]}" "${san[@]}" "${extra[@]}" -fsanitize=fuzzer-no-link \
