@@ -26,7 +26,8 @@ struct hca_srq;
 struct hca_qp;
 struct hca_xrcd;
 
-/* An address handle's contents: owned by the verbs object that holds it. */
+/* An address handle's contents: owned by the verbs object that holds it,
+ * handed down with each UD send (hca_qp_post_send_ah). */
 struct hca_ah {
 	uint16_t dlid;
 	uint8_t sl;
@@ -39,9 +40,6 @@ struct hca_ah {
 	uint32_t flow_label;
 	uint32_t pd_id;
 };
-
-/* Defined by the verbs layer: the HCA view of an address handle. */
-const struct hca_ah *hca_ah_of(struct ibv_ah *ah);
 
 /* ---- device (one per process, shared by its contexts) ---- */
 struct hca_dev *hca_dev_get(void);
@@ -143,6 +141,10 @@ enum ibv_qp_state hca_qp_state(struct hca_qp *qp);
 int hca_qp_destroy(struct hca_qp *qp);
 int hca_qp_post_send(struct hca_qp *qp, struct ibv_send_wr *wr,
 		     struct ibv_send_wr **bad);
+/* ... with ahs[i] the address handle of the list's i-th WR (UD QPs: the
+ * HCA copies it at post; hca_qp_post_send refuses a UD WR) */
+int hca_qp_post_send_ah(struct hca_qp *qp, struct ibv_send_wr *wr,
+			const struct hca_ah *const *ahs, struct ibv_send_wr **bad);
 int hca_qp_post_recv(struct hca_qp *qp, struct ibv_recv_wr *wr,
 		     struct ibv_recv_wr **bad);
 int hca_qp_attach_mcast(struct hca_qp *qp, const union ibv_gid *gid, uint16_t lid);

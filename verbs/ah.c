@@ -1,7 +1,7 @@
 /*
- * Address handles.  An AH is pure data: the HCA copies it into each UD
- * work request at post time (through hca_ah_of(), which this layer owes
- * the HCA), so destroying an AH never disturbs a send in flight.  The HCA
+ * Address handles.  An AH is pure data: its contents go down with each UD
+ * work request (vb_post_send_ud) and the HCA copies them at post time, so
+ * destroying an AH never disturbs a send in flight.  The HCA
  * does not count AHs against their PD; struct vb_pd does, so that
  * ibv_dealloc_pd() refuses a PD that still has some.
  */
@@ -12,9 +12,36 @@
 
 #include "verbs_int.h"
 
-const struct hca_ah *hca_ah_of(struct ibv_ah *ah)
+/* Lists up to this many WRs long take no allocation. */
+#define AH_LIST_STACK 32
+
+/*
+ * Post a UD QP's list, each WR's address handle contents handed down
+ * (the HCA never reaches back up for them).
+ */
+int vb_post_send_ud(struct hca_qp *h, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
-	return &vb_container_of(ah, struct vb_ah, ah)->h;
+	const struct hca_ah *stack[AH_LIST_STACK], **ahs = stack;
+	size_t n = 0, i = 0;
+	int rc;
+
+	stack[0] = NULL; /* an empty list reads nothing, but says so */
+	for (struct ibv_send_wr *w = wr; w; w = w->next)
+		n++;
+	if (n > AH_LIST_STACK) {
+		ahs = malloc(n * sizeof(*ahs));
+		if (!ahs) {
+			*bad = wr;
+			return ENOMEM;
+		}
+	}
+	for (struct ibv_send_wr *w = wr; w; w = w->next)
+		ahs[i++] = w->wr.ud.ah ? &vb_container_of(w->wr.ud.ah, struct vb_ah, ah)->h :
+					 NULL;
+	rc = hca_qp_post_send_ah(h, wr, ahs, bad);
+	if (ahs != stack)
+		free(ahs);
+	return rc;
 }
 
 static int gid_tbl_len(struct ibv_context *context, uint8_t port_num)

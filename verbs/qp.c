@@ -404,6 +404,8 @@ int vb_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 		*(bad ? bad : &dummy) = wr;
 		return EINVAL;
 	}
+	if (qp->qp_type == IBV_QPT_UD)
+		return vb_post_send_ud(vb_qp(qp)->h, wr, bad ? bad : &dummy);
 	return hca_qp_post_send(vb_qp(qp)->h, wr, bad ? bad : &dummy);
 }
 

@@ -402,7 +402,9 @@ static int wr_complete(struct ibv_qp_ex *qpx)
 	 */
 	if (!rc && b->n) {
 		batch_resolve(b);
-		rc = hca_qp_post_send(qp->h, b->wrs, &bad);
+		rc = qp->qpx.qp_base.qp_type == IBV_QPT_UD ?
+		     vb_post_send_ud(qp->h, b->wrs, &bad) :
+		     hca_qp_post_send(qp->h, b->wrs, &bad);
 	}
 	batch_reset(b);
 	pthread_mutex_unlock(&b->lock);

@@ -244,6 +244,7 @@ struct ibv_srq *vb_srq_create(struct ibv_pd *pd, void *srq_context,
 			      struct ibv_cq *cq, atomic_int *xrc_srqs);
 
 /* qp.c */
+int vb_post_send_ud(struct hca_qp *h, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
 int vb_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 		 struct ibv_send_wr **bad);
 int vb_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,

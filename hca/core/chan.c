@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "hca_int.h"
+#include "progress.h"
 
 /* What a channel datagram carries: the CQ that owes the event (a hint). */
 struct chan_msg {
@@ -261,15 +262,15 @@ static int chan_sleep(struct hca_chan *ch)
 {
 	struct hca_dev *dev = ch->ctx->dev;
 	struct pollfd p[1 + CHAN_SLEEP_LINK_FDS] = { { .fd = ch->fd, .events = POLLIN } };
-	int fl = fcntl(ch->fd, F_GETFL), rc = 0, n = 0;
+	int fl = fcntl(ch->fd, F_GETFL), rc = 0, n = 0, per[HCA_LINKS_MAX];
 	bool link, woke = false;
 
 	if (fl >= 0 && (fl & O_NONBLOCK))
 		return EAGAIN;
-	hca_link_acks_flush(dev, true, HCA_ACKS_ALL);
+	hca_progress(dev, HCA_PROGRESS_ACKS_ALL | HCA_PROGRESS_WAIT);
 	link = hca_dev_link_sleep_begin(dev);
 	if (link)
-		n = hca_link_wait_fds(dev, p + 1, CHAN_SLEEP_LINK_FDS);
+		n = hca_progress_sleep_fds(dev, p + 1, CHAN_SLEEP_LINK_FDS, per);
 	if (poll(p, 1 + (nfds_t)n, -1) < 0)
 		rc = errno; /* EINTR too, as a blocking read of the channel says */
 	if (link) {
@@ -277,7 +278,7 @@ static int chan_sleep(struct hca_chan *ch)
 			woke |= p[i].revents != 0;
 		if (woke) {
 			tls_sleeping = ch;
-			hca_link_rx_sleeper(dev, p + 1, n);
+			hca_progress_sleep_rx(dev, p + 1, per);
 			tls_sleeping = NULL;
 		}
 		hca_dev_link_sleep_end(dev);

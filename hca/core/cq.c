@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "hca_int.h"
+#include "progress.h"
 
 struct hca_cq_ent *hca_cq_ent(struct hca_dev *dev, uint32_t idx)
 {
@@ -371,7 +372,7 @@ static void poll_link(struct hca_dev *dev, struct hca_cq *cq, uint32_t k)
 		atomic_store_explicit(&dev->poll_ns, hca_now_ns(),
 				      memory_order_relaxed);
 	}
-	hca_link_rx(dev, false);
+	hca_progress(dev, HCA_PROGRESS_RX);
 }
 
 int hca_cq_poll(struct hca_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts)
@@ -395,10 +396,8 @@ int hca_cq_poll(struct hca_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts)
 	uint32_t k = atomic_load_explicit(&dev->polls, memory_order_relaxed) + 1;
 
 	atomic_store_explicit(&dev->polls, k, memory_order_relaxed);
-	if (!(k & 15)) {
-		hca_dev_run_waiting(dev);
-		hca_link_acks_flush(dev, false, HCA_ACKS_SWEEP);
-	}
+	if (!(k & 15))
+		hca_progress(dev, HCA_PROGRESS_WAITING | HCA_PROGRESS_ACKS_SWEEP);
 	poll_link(dev, cq, k);
 	/* no lock: threads polling at once each pop whole entries (ring.h);
 	 * resize swaps the ring under poll_lock (see hca_cq_resize) */
@@ -412,6 +411,6 @@ int hca_cq_poll(struct hca_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts)
 		got++;
 	}
 	if (!got) /* nothing new for the application: owed ACKs go now */
-		hca_link_acks_flush(dev, false, HCA_ACKS_ASKED);
+		hca_progress(dev, HCA_PROGRESS_ACKS_ASKED);
 	return got;
 }

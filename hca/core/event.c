@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "hca_int.h"
+#include "progress.h"
 
 /* ---- contexts ---- */
 
@@ -282,7 +283,7 @@ static void dispatch_qp(struct hca_dev *dev, const struct hca_db_msg *m)
 void hca_db_dispatch(struct hca_dev *dev, const struct hca_db_msg *m)
 {
 	if (m->kind == HCA_DB_BOUNCE) {
-		hca_bounce_serve(dev);
+		hca_progress(dev, HCA_PROGRESS_SERVE);
 	} else if (m->kind == HCA_DB_KICK) {
 		hca_dev_kick(dev);
 	} else if (m->kind == HCA_DB_QP_FLUSH || m->kind == HCA_DB_ASYNC_QP) {

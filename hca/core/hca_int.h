@@ -20,13 +20,15 @@
 
 #include "dev_attr.h"
 #include "die_at.h"
-#include "fault.h"
-#include "pcap.h"
-#include "wire.h"
 #include "hca.h"
-#include "opcode.h"
 #include "ring.h"
 #include "seg.h"
+/* struct hca_qp carries the UDP responder's message header by value */
+#include "wire.h"
+
+struct hca_fault;
+struct hca_pcap;
+struct hca_link_ops;
 
 /*
  * A peer process as this process knows it: its pidfd, opened once.
@@ -381,6 +383,9 @@ struct hca_qp {
 				     * dispatching an event to it (obj_tab.c) */
 	_Atomic bool dying;         /* being destroyed: no list takes it */
 
+	/* the link that carries its packets (link_ops.h attach); NULL: the
+	 * engine runs its WQEs against the responder itself (shared memory) */
+	const struct hca_link_ops *link;
 	/* UDP link, requester (sq_lock) */
 	bool udp;                   /* RC/UC/XRC path leads over UDP */
 	int8_t path_route;          /* host link: 1 local, -1 not, 0 unknown */
@@ -425,63 +430,8 @@ struct hca_qp {
 	int mcast_count;
 };
 
-/* The work a requester hands the responder (either link). */
-enum hca_resp_status {
-	HCA_RESP_ACK = 0,
-	HCA_RESP_DROP,           /* as if the packet was lost: retry */
-	HCA_RESP_RNR,
-	HCA_RESP_NAK_INV,        /* invalid request */
-	HCA_RESP_NAK_ACCESS,     /* remote access error */
-	HCA_RESP_NAK_OP,         /* remote operational error */
-};
-
-struct hca_msg {
-	enum ibv_wr_opcode op;
-	enum ibv_qp_type type;
-	uint32_t src_qpn, dst_qpn;
-	uint16_t slid;
-	uint32_t qkey;
-	uint32_t imm;            /* network order, as in the WR */
-	bool solicited;
-	uint64_t raddr;
-	uint32_t rkey;
-	uint64_t compare_add, swap;
-	uint32_t len;
-	const struct iovec *iov; /* requester-side buffers, local memory */
-	int iovcnt;
-	uint64_t atomic_orig;    /* out */
-	const struct hca_ah *ah; /* UD: for the GRH */
-	uint32_t xrc_srqn;       /* XRC: the SRQ the XRCETH names */
-	union ibv_gid sgid;      /* UD: the sender's GID, for the GRH */
-	bool range_only;         /* READ, WRITE: check the key and range, move nothing */
-	bool refused;            /* out: the key or range check failed */
-	bool uncounted;          /* one packet of a READ counted already */
-	bool fenced;             /* the caller holds a copy section (fence.c) */
-	bool duplicate;          /* READ: a repeat of one answered already; a
-				  * failed check drops it, the QP stays as is */
-	uint32_t src_slot;       /* requester's process slot on this host, or
-				  * HCA_NONE (UDP): whom to wake after RNR */
-	/* shared-memory link: the receive completion waits until the
-	 * requester's own completion is out, as the ACK precedes the reply
-	 * on a wire (resp.c fills it, req.c pushes it) */
-	bool defer_recv_cqe;
-	bool deferred;
-	struct hca_claim *claim; /* the cell holding the receive WQE until
-				  * the deferred completion is pushed */
-	uint32_t deferred_cq;
-	struct hca_cqe deferred_cqe;
-};
-
-#define HCA_COUNT(e, field) \
-	atomic_fetch_add_explicit(&(e)->cnt.field, 1, memory_order_relaxed)
 #define HCA_COUNT_DROP(e, why) \
 	atomic_fetch_add_explicit(&(e)->cnt.drops[why], 1, memory_order_relaxed)
-
-/* RC and XRC are the reliable transports: ACKs, RNR, retries. */
-static inline bool hca_reliable(enum ibv_qp_type t)
-{
-	return t == IBV_QPT_RC || t == IBV_QPT_XRC_SEND || t == IBV_QPT_XRC_RECV;
-}
 
 /* sock_cred.c: datagrams to our abstract names, from our user only */
 int hca_sock_pass_creds(int fd);
@@ -530,6 +480,10 @@ void hca_dev_wait_remove(struct hca_dev *dev, struct hca_qp *qp);
 void hca_dev_kick(struct hca_dev *dev);
 void hca_dev_reap(struct hca_dev *dev);
 void hca_rnr_kick(struct hca_dev *dev, _Atomic uint64_t *waiters);
+/* ... the UDP link's socket, shared by the progress thread and sleepers */
+void hca_dev_link_handover(struct hca_dev *dev);
+bool hca_dev_link_sleep_begin(struct hca_dev *dev);
+void hca_dev_link_sleep_end(struct hca_dev *dev);
 
 /* Doorbell messages to an object's owner process. */
 /* HCA_DB_QP_FLUSH: a responder put the QP in error; flush, no event */
@@ -631,6 +585,11 @@ void hca_inl_take(struct hca_dev *dev, struct hca_cq *cq, struct hca_cqe *c);
 void hca_inl_drop(struct hca_dev *dev, uint32_t cq_idx, uint16_t inl);
 void hca_inl_sweep(struct hca_dev *dev);
 
+/* iov.c */
+void hca_iov_copy(const struct iovec *dst, int ndst,
+		  const struct iovec *src, int nsrc);
+size_t hca_iov_len(const struct iovec *v, int n);
+
 /* srq.c */
 uint32_t hca_rwqe_body(uint32_t max_sge);
 int hca_ring_post_recv(struct hca_ring *r, uint32_t max_sge,
@@ -693,15 +652,6 @@ static inline void hca_fence_exit(struct hca_fence *f)
 	atomic_store_explicit(f->word, f->mark + 1, memory_order_release);
 }
 
-/* mem.c: moving bytes between this process and a buffer of another;
- * keys[i] is the memory key remote[i] was checked against (fence.c) */
-int hca_mem_write(struct hca_dev *dev, uint16_t slot, uint32_t gen,
-		  const struct iovec *local, int nlocal,
-		  const struct iovec *remote, const uint32_t *keys, int nremote);
-int hca_mem_read(struct hca_dev *dev, uint16_t slot, uint32_t gen,
-		 const struct iovec *local, int nlocal,
-		 const struct iovec *remote, const uint32_t *keys, int nremote);
-
 /* xrc.c */
 void hca_xrc_reg(struct hca_seg *seg, struct hca_qp_ent *e, uint16_t slot, bool on);
 bool hca_xrc_unreg_last(struct hca_seg *seg, struct hca_qp_ent *e, uint16_t slot);
@@ -710,109 +660,12 @@ void hca_qp_ent_free(struct hca_seg *seg, struct hca_qp_ent *e, uint64_t rq_byte
 void hca_qp_ent_each(struct hca_seg *seg, uint32_t first_pg, uint32_t npg,
 		     void (*fn)(struct hca_seg *, struct hca_qp_ent *, void *), void *arg);
 
-/* link_udp.c, udp_req.c, udp_resp.c */
-int hca_link_init(struct hca_dev *dev);
-void hca_link_fini(struct hca_dev *dev);
-void hca_link_tick(struct hca_dev *dev);
-void hca_link_rx(struct hca_dev *dev, bool wait);
-struct pollfd;
-int hca_link_wait_fd(struct hca_dev *dev);
-int hca_link_wait_fds(struct hca_dev *dev, struct pollfd *p, int max);
-void hca_link_rx_sleeper(struct hca_dev *dev, const struct pollfd *p, int n);
-void hca_link_inject(struct hca_dev *dev, const uint8_t *pkt, size_t len, uint32_t saddr);
-int hca_link_send(struct hca_dev *dev, uint32_t daddr, uint8_t *pkt, size_t hdr_len,
-		  size_t plen);
-bool hca_link_gid_ip(const union ibv_gid *gid, uint32_t *ip);
-void hca_link_capture(struct hca_dev *dev, uint32_t daddr, uint8_t *pkt, size_t hdr_len,
-		      size_t plen);
-void hca_udp_capture(struct hca_qp *qp, struct hca_swqe *w);
-void hca_udp_capture_ud(struct hca_qp *qp, struct hca_swqe *w, struct hca_msg *m);
-void hca_udp_req_rx(struct hca_qp *qp, const struct hca_wire_hdr *h,
-		    const uint8_t *pl, size_t plen);
-void hca_udp_resp_rx(struct hca_qp *qp, const struct hca_wire_hdr *h,
-		     const uint8_t *pl, size_t plen, uint32_t saddr);
-void hca_udp_sq_progress(struct hca_qp *qp);
-void hca_udp_ack_flush(struct hca_qp *qp);
-bool hca_udp_ack_take(struct hca_qp *qp, bool asked_only, struct hca_wire_hdr *h,
-		      uint32_t *daddr);
-int hca_link_send_pair(struct hca_dev *dev, uint32_t daddr, uint8_t *pkt, size_t hdr_len,
-		       size_t plen, uint8_t *pkt2, size_t hdr_len2);
-void hca_udp_ack_flush_asked(struct hca_qp *qp);
-/* Which owed ACKs a flush sends (udp_ack.c). */
-enum hca_ack_flush {
-	HCA_ACKS_ASKED,         /* those the requester asked for */
-	HCA_ACKS_SWEEP,         /* ... and those owed since the last sweep */
-	HCA_ACKS_ALL,
-};
-void hca_udp_ack_owe(struct hca_qp *qp, uint32_t daddr, uint32_t psn, bool asked);
-void hca_udp_send_answer(struct hca_qp *qp, uint32_t daddr, struct hca_wire_hdr *h,
-			 const uint8_t *pl, size_t plen);
-void hca_link_acks_flush(struct hca_dev *dev, bool wait, enum hca_ack_flush what);
-void hca_link_acks_flush_locked(struct hca_dev *dev, enum hca_ack_flush what);
-void hca_link_forget(struct hca_dev *dev, struct hca_qp *qp);
-int hca_link_peer_fd(struct hca_link *l, uint32_t daddr, uint16_t dport);
-int hca_link_peer_send(int fd, const uint8_t *p, size_t len);
-int hca_link_peer_send2(int fd, const uint8_t *p, size_t len, const uint8_t *p2,
-			size_t len2);
-struct sockaddr_in;
-long hca_sys_send(int fd, const void *p, size_t len);
-long hca_sys_recvfrom(int fd, void *p, size_t len, struct sockaddr_in *from);
-void hca_link_peers_close(struct hca_link *l);
-void hca_dev_link_handover(struct hca_dev *dev);
-bool hca_dev_link_sleep_begin(struct hca_dev *dev);
-void hca_dev_link_sleep_end(struct hca_dev *dev);
-
-/* A run of equal packets for one peer, sent as one UDP GSO buffer
- * (link_gso.c); its bytes live in a per-thread buffer until flushed. */
-struct hca_link_batch {
-	uint32_t daddr;
-	uint16_t dport;
-	size_t seg;
-	int n;
-};
-size_t hca_link_seal(struct hca_dev *dev, uint32_t daddr, uint8_t *pkt, size_t hdr_len,
-		     size_t plen, uint16_t *dport);
-void hca_link_send_sealed(struct hca_dev *dev, uint32_t daddr, uint16_t dport,
-			  uint8_t *pkt, size_t len);
-void hca_link_batch_add(struct hca_dev *dev, struct hca_link_batch *b, uint32_t daddr,
-			uint8_t *pkt, size_t hdr_len, size_t plen);
-void hca_link_batch_flush(struct hca_dev *dev, struct hca_link_batch *b);
-enum hca_resp_status hca_udp_send_ud(struct hca_qp *qp, struct hca_swqe *w,
-				     struct hca_msg *m, uint32_t daddr);
-void hca_udp_path_set(struct hca_qp *qp);
-uint8_t hca_wire_transport(enum ibv_qp_type t);
-
-/* req.c helpers shared with udp_req.c */
-enum ibv_wc_status hca_req_local_iov(struct hca_qp *qp, const struct hca_swqe *w,
-				     struct iovec *iov, int *n);
-void hca_req_complete(struct hca_qp *qp, struct hca_swqe *w, enum ibv_wc_status st);
-void hca_req_fail_head(struct hca_qp *qp, struct hca_swqe *w, enum ibv_wc_status st);
-uint32_t hca_path_mtu_bytes(struct hca_qp *qp);
-extern const uint32_t hca_rnr_timer_us[32];
-
 /* qp.c */
 struct hca_qp_ent *hca_qp_lookup(struct hca_seg *seg, uint32_t qpn);
 void hca_qp_to_error(struct hca_qp *qp);
 void hca_qp_flush(struct hca_qp *qp);
 void hca_qp_flush_sq(struct hca_qp *qp);
 void hca_qp_flush_rq(struct hca_qp *qp);
-
-/* req.c */
-void hca_sq_progress(struct hca_qp *qp);
-
-/* resp.c */
-enum hca_resp_status hca_resp_execute(struct hca_dev *dev, struct hca_msg *m);
-
-/* mem.c, mem_bounce.c */
-void hca_iov_copy(const struct iovec *dst, int ndst,
-		  const struct iovec *src, int nsrc);
-size_t hca_iov_len(const struct iovec *v, int n);
-void hca_bounce_serve(struct hca_dev *dev);
-int hca_bounce_attach(struct hca_dev *dev);
-uint64_t hca_bounce_bytes(void);
-int hca_bounce_move(struct hca_dev *dev, uint16_t slot, uint32_t gen, bool write,
-		    const struct iovec *local, int nlocal,
-		    const struct iovec *remote, const uint32_t *keys, int nremote);
 
 static inline int hca_ilog2_ceil(uint32_t v)
 {

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "hca_int.h"
+#include "link_ops.h"
 #include "qp_modify.h"
 
 /* O(1) and lock-free: two acquire loads (the page, the entry's number). */
@@ -390,7 +391,7 @@ void hca_qp_flush_sq(struct hca_qp *qp)
 	while (qp->sq_head != qp->sq_tail) {
 		struct hca_swqe *w = &qp->sq[qp->sq_head & (qp->cap.max_send_wr - 1)];
 
-		push_flush(qp, qp->scq, w->wr.wr_id, hca_wc_opcode_of(w->wr.opcode));
+		push_flush(qp, qp->scq, w->wr.wr_id, hca_engine.wc_opcode(w->wr.opcode));
 		qp->sq_head++;
 	}
 	qp->sq_next = qp->sq_head;
@@ -587,7 +588,7 @@ static int qp_modify(struct hca_qp *qp, struct ibv_qp_attr *a, int mask)
 		if (drained && qp->attr->en_sqd_async_notify)
 			hca_ctx_queue_event(qp->ctx, IBV_EVENT_SQ_DRAINED, qp->user, 0);
 	} else if (next == IBV_QPS_RTS) {
-		hca_sq_progress(qp); /* SQD -> RTS resumes held WQEs */
+		hca_engine.sq_progress(qp); /* SQD -> RTS resumes held WQEs */
 	}
 	return 0;
 }
@@ -597,7 +598,12 @@ static void qp_path_set(struct hca_qp *qp)
 {
 	bool was = qp->udp;
 
-	hca_udp_path_set(qp);
+	qp->link = NULL;
+	HCA_LINKS_EACH(l)
+		if (l->attach && l->attach(qp)) {
+			qp->link = l;
+			break;
+		}
 	if (qp->udp != was) {
 		int d = qp->udp ? 1 : -1;
 
@@ -704,18 +710,15 @@ static void xrc_target_release(struct hca_qp *qp)
 }
 
 /*
- * A packet being handled for the QP finishes first (the link's receive
- * lock); its owed ACK goes while its directory entry (the path) is there
- * (pay) — what it acknowledges was received, and the peer must not retry
- * it into a QP that is gone — and it leaves the owed list.
+ * Every link lets go of the QP: a packet being handled for it finishes,
+ * what it owes goes while its directory entry (the path) is there (pay),
+ * and the link forgets it (the UDP link's detach says how).
  */
 static void qp_link_barrier(struct hca_dev *dev, struct hca_qp *qp, bool pay)
 {
-	pthread_mutex_lock(&dev->link.rx_lock);
-	if (pay)
-		hca_udp_ack_flush(qp);
-	hca_link_forget(dev, qp);
-	pthread_mutex_unlock(&dev->link.rx_lock);
+	HCA_LINKS_EACH(l)
+		if (l->detach)
+			l->detach(qp, pay);
 }
 
 int hca_qp_destroy(struct hca_qp *qp)
@@ -767,71 +770,5 @@ int hca_qp_post_recv(struct hca_qp *qp, struct ibv_recv_wr *wr,
 		hca_qp_flush_rq(qp);
 	else
 		hca_rnr_kick(qp->dev, qp->ent->rnr_waiters);
-	return rc;
-}
-
-/* ---- multicast ---- */
-
-static struct hca_mcg *mcg_find(struct hca_seg *seg, const union ibv_gid *gid,
-				uint16_t lid, bool create)
-{
-	struct hca_mcg *free_g = NULL;
-
-	for (int i = 0; i < HCA_MAX_MCAST_GRP; i++) {
-		struct hca_mcg *g = &seg->mcgs[i];
-
-		if (g->nqp && g->lid == lid && !memcmp(g->gid, gid->raw, 16))
-			return g;
-		if (!g->nqp && !free_g)
-			free_g = g;
-	}
-	if (!create || !free_g)
-		return NULL;
-	memcpy(free_g->gid, gid->raw, 16);
-	free_g->lid = lid;
-	return free_g;
-}
-
-int hca_qp_attach_mcast(struct hca_qp *qp, const union ibv_gid *gid, uint16_t lid)
-{
-	struct hca_seg *seg = qp->dev->seg;
-	struct hca_mcg *g;
-	int rc = 0;
-
-	if (qp->type != IBV_QPT_UD || gid->raw[0] != 0xff)
-		return EINVAL;
-	hca_seg_lock(seg);
-	g = mcg_find(seg, gid, lid, true);
-	if (!g || g->nqp == HCA_MAX_QP_PER_MCG) {
-		rc = ENOMEM;
-	} else {
-		for (int i = 0; i < g->nqp; i++)
-			if (g->qpn[i] == qp->qpn)
-				goto out; /* attaching twice is not an error */
-		g->qpn[g->nqp++] = qp->qpn;
-		qp->mcast_count++;
-	}
-out:
-	hca_seg_unlock(seg);
-	return rc;
-}
-
-int hca_qp_detach_mcast(struct hca_qp *qp, const union ibv_gid *gid, uint16_t lid)
-{
-	struct hca_seg *seg = qp->dev->seg;
-	struct hca_mcg *g;
-	int rc = EINVAL;
-
-	hca_seg_lock(seg);
-	g = mcg_find(seg, gid, lid, false);
-	for (int i = 0; g && i < g->nqp; i++) {
-		if (g->qpn[i] == qp->qpn) {
-			g->qpn[i] = g->qpn[--g->nqp];
-			qp->mcast_count--;
-			rc = 0;
-			break;
-		}
-	}
-	hca_seg_unlock(seg);
 	return rc;
 }

@@ -175,7 +175,7 @@ void hca_reclaim_slot(struct hca_seg *seg, uint16_t slot, uint32_t gen)
 		reclaim_qps(seg, slot, gen);
 		reclaim_rest(seg, slot, gen);
 		p->bounce_off = 0; /* cleared first: never freed twice */
-		hca_heap_free(seg, bounce, hca_bounce_bytes());
+		hca_heap_free(seg, bounce, seg->bounce_bytes);
 		p->freed_ns = hca_now_ns();
 		p->pid = 0;
 		atomic_store(&p->state, HCA_PROC_FREE);

@@ -13,7 +13,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "hca_int.h"
+#include "engine.h"
 
 /* IB spec encoding of the RNR NAK timer, in microseconds. */
 const uint32_t hca_rnr_timer_us[32] = {
@@ -26,7 +26,8 @@ const uint32_t hca_rnr_timer_us[32] = {
 
 /* ---- posting ---- */
 
-static int wr_check(struct hca_qp *qp, const struct ibv_send_wr *wr)
+static int wr_check(struct hca_qp *qp, const struct ibv_send_wr *wr,
+		    const struct hca_ah *ah)
 {
 	const struct hca_opcode *op = hca_opcode_get(wr->opcode);
 	uint64_t len = 0;
@@ -37,7 +38,7 @@ static int wr_check(struct hca_qp *qp, const struct ibv_send_wr *wr)
 		return EINVAL;
 	if ((op->flags & HCA_OPF_ATOMIC) && wr->num_sge != 1)
 		return EINVAL;
-	if (qp->type == IBV_QPT_UD && !wr->wr.ud.ah)
+	if (qp->type == IBV_QPT_UD && (!wr->wr.ud.ah || !ah))
 		return EINVAL;
 	for (int i = 0; i < wr->num_sge; i++)
 		len += wr->sg_list[i].length;
@@ -56,7 +57,8 @@ static int wr_check(struct hca_qp *qp, const struct ibv_send_wr *wr)
 }
 
 /* Queue one WR; inline data is copied now, so the buffer is free on return. */
-static void wr_queue(struct hca_qp *qp, const struct ibv_send_wr *wr)
+static void wr_queue(struct hca_qp *qp, const struct ibv_send_wr *wr,
+		     const struct hca_ah *ah)
 {
 	struct hca_swqe *w = SQ_SLOT(qp, qp->sq_tail);
 	uint64_t total = 0;
@@ -89,7 +91,7 @@ static void wr_queue(struct hca_qp *qp, const struct ibv_send_wr *wr)
 	}
 	w->total_len = total > UINT32_MAX ? UINT32_MAX : (uint32_t)total;
 	if (qp->type == IBV_QPT_UD)
-		w->ah = *hca_ah_of(wr->wr.ud.ah);
+		w->ah = *ah;
 	qp->sq_tail++;
 }
 
@@ -98,7 +100,14 @@ static void sq_progress_locked(struct hca_qp *qp);
 int hca_qp_post_send(struct hca_qp *qp, struct ibv_send_wr *wr,
 		     struct ibv_send_wr **bad)
 {
+	return hca_qp_post_send_ah(qp, wr, NULL, bad);
+}
+
+int hca_qp_post_send_ah(struct hca_qp *qp, struct ibv_send_wr *wr,
+			const struct hca_ah *const *ahs, struct ibv_send_wr **bad)
+{
 	enum ibv_qp_state s = hca_qp_state(qp);
+	const struct hca_ah *ah;
 	int rc = 0;
 
 	if (s == IBV_QPS_RESET || s == IBV_QPS_INIT || s == IBV_QPS_RTR) {
@@ -106,15 +115,16 @@ int hca_qp_post_send(struct hca_qp *qp, struct ibv_send_wr *wr,
 		return EINVAL;
 	}
 	pthread_mutex_lock(&qp->sq_lock);
-	for (; wr; wr = wr->next) {
-		rc = wr_check(qp, wr);
+	for (size_t i = 0; wr; wr = wr->next, i++) {
+		ah = ahs ? ahs[i] : NULL;
+		rc = wr_check(qp, wr, ah);
 		if (!rc && qp->sq_tail - qp->sq_head >= qp->cap.max_send_wr)
 			rc = ENOMEM;
 		if (rc) {
 			*bad = wr;
 			break;
 		}
-		wr_queue(qp, wr);
+		wr_queue(qp, wr, ah);
 	}
 	sq_progress_locked(qp);
 	pthread_mutex_unlock(&qp->sq_lock);
@@ -296,16 +306,16 @@ static enum hca_resp_status deliver(struct hca_qp *qp, struct hca_swqe *w,
 	if (qp->type == IBV_QPT_UD) {
 		if (is_mcast_lid(w->ah.dlid))
 			return send_mcast(qp, m, w);
-		if (w->ah.is_global && hca_link_gid_ip(&w->ah.dgid, &ip) &&
+		if (w->ah.is_global && hca_link_net->gid_addr(&w->ah.dgid, &ip) &&
 		    (qp->dev->link.force_udp ||
 		     !route_local(qp, 0, true, &w->ah.dgid)))
-			return hca_udp_send_ud(qp, w, m, ip);
+			return hca_link_net->send_ud(qp, w, m, ip);
 		if (qp->dev->link.force_udp && !w->ah.is_global)
-			return hca_udp_send_ud(qp, w, m, qp->dev->link.ip);
+			return hca_link_net->send_ud(qp, w, m, qp->dev->link.ip);
 		if (!route_local(qp, w->ah.dlid, w->ah.is_global, &w->ah.dgid))
 			return HCA_RESP_DROP;
 		if (qp->dev->link.pcap)
-			hca_udp_capture_ud(qp, w, m);
+			hca_link_net->capture(qp, w, m);
 	} else if (!connected_path_local(qp)) {
 		return HCA_RESP_DROP;
 	}
@@ -414,7 +424,7 @@ static bool exec_head_fenced(struct hca_qp *qp)
 	m.fenced = true; /* exec_head's section covers the responder */
 	rs = deliver(qp, w, &m);
 	if (qp->dev->link.pcap && rs == HCA_RESP_ACK)
-		hca_udp_capture(qp, w);
+		hca_link_net->capture(qp, w, NULL);
 	if (rs == HCA_RESP_DROP && !hca_reliable(qp->type))
 		rs = HCA_RESP_ACK; /* unreliable: the loss is silent */
 	switch (rs) {
@@ -467,8 +477,8 @@ static void sq_progress_locked(struct hca_qp *qp)
 	}
 	if (s != IBV_QPS_RTS || qp->sq_head == qp->sq_tail)
 		goto drained;
-	if (qp->udp) {
-		hca_udp_sq_progress(qp);
+	if (qp->link) {
+		qp->link->sq_progress(qp);
 		goto drained;
 	}
 	uint64_t until = atomic_load_explicit(&qp->wait_until_ns, memory_order_relaxed);

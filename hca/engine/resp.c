@@ -2,7 +2,7 @@
  * The responder: what the target QP's side of the HCA does with a request
  * (hca_msg) — whichever link brought it and whichever process runs it.
  * On the shared-memory link the requester's process runs it, reaching the
- * target's memory through mem.c; on the UDP link the target's own
+ * target's memory through the host link's mem_write/mem_read; on the UDP link the target's own
  * process will run the same code.
  *
  * It checks the target QP (exists, can receive, right transport), the
@@ -23,7 +23,7 @@
 #include <string.h>
 #include <sys/uio.h>
 
-#include "hca_int.h"
+#include "engine.h"
 
 #define GRH_LEN 40
 
@@ -293,8 +293,8 @@ static enum hca_resp_status resp_recv(struct resp_ctx *r, bool carries_data)
 		memcpy(liov + nl, m->iov, (size_t)m->iovcnt * sizeof(*liov));
 		nl += m->iovcnt;
 		inl = recv_inline(r, cl, liov, nl, tiov, lkeys, nt, need);
-		rc = inl ? 0 : hca_mem_write(r->dev, r->owner, r->owner_gen, liov, nl,
-					     tiov, lkeys, nt);
+		rc = inl ? 0 : hca_link_host->mem_write(r->dev, r->owner, r->owner_gen,
+							liov, nl, tiov, lkeys, nt);
 		if (rc == ESRCH) { /* the target died: its queues go with it */
 			hca_claim_drop(cl);
 			hca_claim_put(r->dev, cl);
@@ -349,8 +349,8 @@ static enum hca_resp_status resp_write(struct resp_ctx *r)
 	if (m->len) {
 		t.iov_base = (void *)(uintptr_t)va;
 		t.iov_len = m->len;
-		rc = hca_mem_write(r->dev, r->owner, r->owner_gen, m->iov,
-				   m->iovcnt, &t, &m->rkey, 1);
+		rc = hca_link_host->mem_write(r->dev, r->owner, r->owner_gen, m->iov,
+					      m->iovcnt, &t, &m->rkey, 1);
 		if (rc == ESRCH)
 			return HCA_RESP_DROP;
 		if (rc)
@@ -391,7 +391,8 @@ static enum hca_resp_status resp_read(struct resp_ctx *r)
 		return HCA_RESP_ACK;
 	t.iov_base = (void *)(uintptr_t)va;
 	t.iov_len = m->len;
-	rc = hca_mem_read(r->dev, r->owner, r->owner_gen, m->iov, m->iovcnt, &t, &m->rkey, 1);
+	rc = hca_link_host->mem_read(r->dev, r->owner, r->owner_gen, m->iov, m->iovcnt,
+				     &t, &m->rkey, 1);
 	if (rc == ESRCH)
 		return HCA_RESP_DROP;
 	return rc ? read_refused(r) : HCA_RESP_ACK;
@@ -420,14 +421,16 @@ static enum hca_resp_status resp_atomic(struct resp_ctx *r)
 	t.iov_len = 8;
 	lk = &r->dev->seg->atomic_locks[((va >> 3) ^ r->owner) % HCA_ATOMIC_LOCKS];
 	hca_robust_lock(lk);
-	rc = hca_mem_read(r->dev, r->owner, r->owner_gen, &l, 1, &t, &m->rkey, 1);
+	rc = hca_link_host->mem_read(r->dev, r->owner, r->owner_gen, &l, 1, &t,
+				     &m->rkey, 1);
 	if (!rc) {
 		if (m->op == IBV_WR_ATOMIC_CMP_AND_SWP)
 			nv = old == m->compare_add ? m->swap : old;
 		else
 			nv = old + m->compare_add;
 		l.iov_base = &nv;
-		rc = hca_mem_write(r->dev, r->owner, r->owner_gen, &l, 1, &t, &m->rkey, 1);
+		rc = hca_link_host->mem_write(r->dev, r->owner, r->owner_gen, &l, 1, &t,
+					      &m->rkey, 1);
 	}
 	pthread_mutex_unlock(lk);
 	if (rc == ESRCH)

@@ -23,7 +23,7 @@ fi
 
 san=(-fsanitize=address,undefined -fno-sanitize-recover=undefined
      -fno-omit-frame-pointer)
-hca_dirs=(hca hca/core hca/engine hca/link/shm hca/link/udp hca/trace)
+hca_dirs=(hca hca/core hca/engine hca/link hca/link/shm hca/link/udp)
 cflags=(-std=gnu11 -D_GNU_SOURCE "${hca_dirs[@]/#/-I}" -Iverbs -I. -g -O1 -Wall -Wextra
 	-Wno-unused-parameter -Wno-gnu-variable-sized-type-not-at-end)
 # shellcheck disable=SC2206 # FUZZ_CFLAGS is a list of words

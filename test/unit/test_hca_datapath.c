@@ -11,18 +11,16 @@
 
 #include "cu_run.h"
 #include "hca.h"
-#include "hca_int.h" /* hca_resp_execute: a duplicate READ by hand */
+#include "hca_int.h"
+#include "udp_link.h" /* hca_resp_execute: a duplicate READ by hand */
 #include "udp_req.h" /* HCA_UDP_WINDOW */
 
 static struct hca_ah test_ah;
 static uint8_t P_timeout = 1; /* RC ACK timeout of the next pair (to_rts) */
 
-/* The verbs layer defines this; here an AH is always test_ah. */
-const struct hca_ah *hca_ah_of(struct ibv_ah *ah)
-{
-	(void)ah;
-	return &test_ah;
-}
+/* UD sends here use one AH, to our host: its contents go down with
+ * every post (the verbs layer hands each WR's down the same way). */
+static const struct hca_ah *const test_ah_list[] = { &test_ah, &test_ah, &test_ah, &test_ah };
 
 struct pair {
 	struct hca_dev *dev;
@@ -168,7 +166,7 @@ static int post(struct hca_qp *qp, enum ibv_wr_opcode op, uint64_t off, uint32_t
 	wr.wr.rdma.remote_addr = (uintptr_t)P.buf + raddr_off;
 	wr.wr.rdma.rkey = rkey;
 	wr.imm_data = htobe32(0xabcd);
-	return hca_qp_post_send(qp, &wr, &bad);
+	return hca_qp_post_send_ah(qp, &wr, test_ah_list, &bad);
 }
 
 static void test_rc_send(void)
@@ -287,7 +285,7 @@ static void test_rc_write_read_atomic(void)
 	wr.wr.atomic.remote_addr = (uintptr_t)ctr;
 	wr.wr.atomic.rkey = P.key;
 	wr.wr.atomic.compare_add = 2;
-	CU_ASSERT_EQUAL(hca_qp_post_send(P.a, &wr, &bad), 0);
+	CU_ASSERT_EQUAL(hca_qp_post_send_ah(P.a, &wr, test_ah_list, &bad), 0);
 	CU_ASSERT_EQUAL(poll_n(&wc, 1), 1);
 	CU_ASSERT_EQUAL(wc.opcode, IBV_WC_FETCH_ADD);
 	CU_ASSERT_EQUAL(*(uint64_t *)(P.buf + 300000), 40);
@@ -295,7 +293,7 @@ static void test_rc_write_read_atomic(void)
 	wr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
 	wr.wr.atomic.compare_add = 42;
 	wr.wr.atomic.swap = 7;
-	CU_ASSERT_EQUAL(hca_qp_post_send(P.a, &wr, &bad), 0);
+	CU_ASSERT_EQUAL(hca_qp_post_send_ah(P.a, &wr, test_ah_list, &bad), 0);
 	CU_ASSERT_EQUAL(poll_n(&wc, 1), 1);
 	CU_ASSERT_EQUAL(*ctr, 7);
 	pair_close();
@@ -368,7 +366,7 @@ static void test_rc_bad_lkey(void)
 
 	CU_ASSERT_FATAL(pair_open(IBV_QPT_RC, 7) == 0);
 	s.addr = (uintptr_t)P.buf;
-	CU_ASSERT_EQUAL(hca_qp_post_send(P.a, &wr, &bad), 0);
+	CU_ASSERT_EQUAL(hca_qp_post_send_ah(P.a, &wr, test_ah_list, &bad), 0);
 	CU_ASSERT_EQUAL(poll_n(&wc, 1), 1);
 	CU_ASSERT_EQUAL(wc.status, IBV_WC_LOC_PROT_ERR);
 	CU_ASSERT_EQUAL(wc.wr_id, 9);
@@ -388,7 +386,7 @@ static void test_bad_wr(void)
 	s.lkey = P.key;
 	CU_ASSERT_EQUAL(post_recv(P.b, 0, 64, 5), 0);
 	/* READ is not a UC opcode (seed 004): the second WR is refused */
-	CU_ASSERT_EQUAL(hca_qp_post_send(P.a, &w1, &bad), EINVAL);
+	CU_ASSERT_EQUAL(hca_qp_post_send_ah(P.a, &w1, test_ah_list, &bad), EINVAL);
 	CU_ASSERT_PTR_EQUAL(bad, &w2);
 	pair_close();
 }
@@ -415,12 +413,12 @@ static void test_ud_qkey(void)
 	wr.wr.ud.remote_qpn = hca_qp_num(P.b);
 	wr.wr.ud.remote_qkey = 0x9999; /* wrong: dropped */
 	CU_ASSERT_EQUAL(post_recv(P.b, 4096, 4096, 7), 0);
-	CU_ASSERT_EQUAL(hca_qp_post_send(P.a, &wr, &bad), 0);
+	CU_ASSERT_EQUAL(hca_qp_post_send_ah(P.a, &wr, test_ah_list, &bad), 0);
 	CU_ASSERT_EQUAL(poll_n(wc, 1), 1);
 	CU_ASSERT_EQUAL(wc[0].wr_id, 1);
 	CU_ASSERT_EQUAL(hca_cq_poll(P.cq, 1, wc, NULL), 0);
 	wr.wr.ud.remote_qkey = 0x1234;
-	CU_ASSERT_EQUAL(hca_qp_post_send(P.a, &wr, &bad), 0);
+	CU_ASSERT_EQUAL(hca_qp_post_send_ah(P.a, &wr, test_ah_list, &bad), 0);
 	CU_ASSERT_EQUAL(poll_n(wc, 2), 2);
 	for (int i = 0; i < 2; i++)
 		if (wc[i].wr_id == 7)
@@ -594,7 +592,7 @@ static void test_xrc_send(void)
 	struct ibv_send_wr wr = { .wr_id = 5, .sg_list = &s, .num_sge = 1,
 				  .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED }, *bad;
 	wr.qp_type.xrc.remote_srqn = hca_srq_num(srq);
-	CU_ASSERT_EQUAL(hca_qp_post_send(ini, &wr, &bad), 0);
+	CU_ASSERT_EQUAL(hca_qp_post_send_ah(ini, &wr, test_ah_list, &bad), 0);
 	CU_ASSERT_EQUAL(poll_n(wc, 2), 2);
 	CU_ASSERT_EQUAL(wc[0].status, IBV_WC_SUCCESS);
 	CU_ASSERT_EQUAL(wc[1].status, IBV_WC_SUCCESS);

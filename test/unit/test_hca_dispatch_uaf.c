@@ -28,13 +28,6 @@
 #include "hca.h"
 #include "hca_int.h"
 
-/* The verbs layer defines this; these tests make no AH. */
-const struct hca_ah *hca_ah_of(struct ibv_ah *ah)
-{
-	(void)ah;
-	return NULL;
-}
-
 #define HOLD_MS 300 /* how long the hook holds a dispatch */
 
 static struct {

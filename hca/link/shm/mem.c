@@ -18,42 +18,9 @@
 #include <string.h>
 #include <sys/uio.h>
 
-#include "hca_int.h"
+#include "shm_link.h"
 
 #define IOV_CHUNK 1024 /* IOV_MAX: longer lists go in several calls */
-
-/* Copy between two iovec lists of equal total length, in this process. */
-void hca_iov_copy(const struct iovec *dst, int ndst,
-		  const struct iovec *src, int nsrc)
-{
-	size_t di = 0, doff = 0, si = 0, soff = 0;
-
-	while ((int)di < ndst && (int)si < nsrc) {
-		size_t dl = dst[di].iov_len - doff, sl = src[si].iov_len - soff;
-		size_t n = dl < sl ? dl : sl;
-
-		memcpy((char *)dst[di].iov_base + doff, (char *)src[si].iov_base + soff, n);
-		doff += n;
-		soff += n;
-		if (doff == dst[di].iov_len) {
-			di++;
-			doff = 0;
-		}
-		if (soff == src[si].iov_len) {
-			si++;
-			soff = 0;
-		}
-	}
-}
-
-size_t hca_iov_len(const struct iovec *v, int n)
-{
-	size_t t = 0;
-
-	for (int i = 0; i < n; i++)
-		t += v[i].iov_len;
-	return t;
-}
 
 static int cma(pid_t pid, bool write, const struct iovec *local, int nlocal,
 	       const struct iovec *remote, int nremote)

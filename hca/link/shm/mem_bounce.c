@@ -26,7 +26,7 @@
 #include <poll.h>
 #include <string.h>
 
-#include "hca_int.h"
+#include "shm_link.h"
 
 #define BOUNCE_BYTES (256 * 1024)
 #define BOUNCE_SEGS  HCA_MAX_SGE

@@ -23,7 +23,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "hca_int.h"
+#include "udp_link.h"
 
 #define GSO_MAX_SEGS 64         /* what every kernel with UDP GSO accepts */
 #define GSO_MAX_BYTES 65000     /* a UDP datagram's payload, with margin */

@@ -40,7 +40,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "hca_int.h"
+#include "udp_link.h"
 
 static int peer_socket(struct hca_link *l, uint32_t daddr, uint16_t dport, bool *rx)
 {

@@ -26,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "hca_int.h"
+#include "udp_link.h"
 
 /* peers' sockets receive too (link_peers.c); docs/udp-link-performance.md
  * says why this is not yet the default */

@@ -27,7 +27,7 @@
  * may swap out and send; the list of QPs that owe one is under the link's
  * receive lock.
  */
-#include "hca_int.h"
+#include "udp_link.h"
 
 #define HCA_ACK_OWED  (1ULL << 63)
 #define HCA_ACK_ASKED (1ULL << 62)

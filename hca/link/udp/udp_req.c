@@ -19,7 +19,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "hca_int.h"
+#include "udp_link.h"
 #include "udp_req.h"
 
 

@@ -7,7 +7,7 @@
  */
 #include <string.h>
 
-#include "hca_int.h"
+#include "udp_link.h"
 #include "udp_req.h"
 
 static struct hca_swqe *wqe_of_psn(struct hca_qp *qp, uint32_t psn, uint32_t *index)

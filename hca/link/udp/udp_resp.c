@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hca_int.h"
+#include "udp_link.h"
 
 static enum ibv_qp_type requester_type(enum ibv_qp_type t)
 {
@@ -224,7 +224,7 @@ static enum hca_resp_status write_admit(struct hca_qp *qp, const struct hca_wire
 	m.len = h->dmalen;
 	m.range_only = true;
 	m.uncounted = true;
-	st = hca_resp_execute(qp->dev, &m);
+	st = hca_engine.deliver(qp->dev, &m);
 	if (st == HCA_RESP_ACK && m.refused)
 		st = HCA_RESP_DROP; /* UC: refused in silence */
 	if (st == HCA_RESP_ACK && gather_reserve(qp, h->dmalen))
@@ -266,7 +266,7 @@ static void read_respond(struct hca_qp *qp, const struct hca_wire_hdr *h, uint32
 	m.len = h->dmalen;
 	m.range_only = true;
 	m.duplicate = dup;
-	st = hca_resp_execute(qp->dev, &m);
+	st = hca_engine.deliver(qp->dev, &m);
 	if (st != HCA_RESP_ACK) {
 		if (st != HCA_RESP_DROP)
 			nak_for(qp, saddr, h->psn, st);
@@ -288,7 +288,7 @@ static void read_respond(struct hca_qp *qp, const struct hca_wire_hdr *h, uint32
 		iov.iov_len = plen;
 		m.iovcnt = plen ? 1 : 0;
 		m.len = (uint32_t)plen;
-		st = hca_resp_execute(qp->dev, &m);
+		st = hca_engine.deliver(qp->dev, &m);
 		if (st != HCA_RESP_ACK) {
 			/* the memory went away in between (deregistered) */
 			hca_link_batch_flush(qp->dev, &batch);
@@ -349,7 +349,7 @@ static void execute_last(struct hca_qp *qp, const struct hca_wire_hdr *h, uint32
 		m.iovcnt = only_len ? 1 : 0;
 		m.len = (uint32_t)only_len;
 	}
-	st = hca_resp_execute(qp->dev, &m);
+	st = hca_engine.deliver(qp->dev, &m);
 	gather_done(qp);
 	if (st == HCA_RESP_RNR) {
 		/* the message is not taken: the requester sends it all again */
@@ -533,7 +533,7 @@ static void uc_rx(struct hca_qp *qp, const struct hca_wire_hdr *h, const uint8_t
 		struct iovec iov;
 
 		build_msg(qp, &qp->msg_hdr, h, saddr, &m, &iov);
-		hca_resp_execute(qp->dev, &m);
+		hca_engine.deliver(qp->dev, &m);
 		gather_done(qp);
 	}
 }
@@ -561,7 +561,7 @@ static void ud_rx(struct hca_qp *qp, const struct hca_wire_hdr *h, const uint8_t
 	m.sgid.raw[14] = (uint8_t)(saddr >> 8);
 	m.sgid.raw[15] = (uint8_t)saddr;
 	m.ah = &ah;
-	hca_resp_execute(qp->dev, &m);
+	hca_engine.deliver(qp->dev, &m);
 }
 
 void hca_udp_resp_rx(struct hca_qp *qp, const struct hca_wire_hdr *h,
