@@ -196,10 +196,12 @@ fi
 
 # rdma-core programs: the same diagnostics and result with and without it.
 ccflags=(-std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter
-	-Ihca -Iverbs -I. -fsyntax-only)
+	-Ihca -Ihca/core -Ihca/engine -Ihca/link -Ihca/link/shm -Ihca/link/udp
+	-Iverbs -I. -fsyntax-only)
 same=0
 differ=()
-for f in test/programs/*.c bench/*.c tools/*.c test/unit/test_verbs_control.c; do
+for f in test/programs/*.c bench/*.c tools/*.c test/unit/test_verbs_control.c \
+	test/unit/test_verbs_qp.c; do
 	[ -f "$f" ] || continue
 	a=$(gcc "${ccflags[@]}" "$f" 2>&1; echo "rc=$?")
 	b=$(gcc "${ccflags[@]}" -I build/include "$f" 2>&1; echo "rc=$?")
