@@ -468,7 +468,7 @@ void hca_peers_scan(struct hca_dev *dev);
 void hca_peers_poll_unwatched(struct hca_dev *dev);
 void hca_peer_died(struct hca_dev *dev, uint16_t slot, uint32_t gen);
 
-/* dev.c */
+/* dev.c (the doorbell), progress.c (the waiting list, the links' sockets) */
 int hca_dev_notify(struct hca_dev *dev, uint16_t slot, uint32_t gen,
 		   const void *msg, size_t len);
 void hca_dev_wait_add(struct hca_dev *dev, struct hca_qp *qp);
@@ -480,7 +480,7 @@ void hca_dev_wait_remove(struct hca_dev *dev, struct hca_qp *qp);
 void hca_dev_kick(struct hca_dev *dev);
 void hca_dev_reap(struct hca_dev *dev);
 void hca_rnr_kick(struct hca_dev *dev, _Atomic uint64_t *waiters);
-/* ... the UDP link's socket, shared by the progress thread and sleepers */
+/* ... the links' sockets, shared by the progress thread, pollers and sleepers */
 void hca_dev_link_handover(struct hca_dev *dev);
 bool hca_dev_link_sleep_begin(struct hca_dev *dev);
 void hca_dev_link_sleep_end(struct hca_dev *dev);
