@@ -83,9 +83,11 @@ static void dev_free(struct hca_dev *dev)
 	for (int s = 0; s < HCA_MAX_PROCS; s++)
 		if (dev->peers[s].pidfd >= 0)
 			close(dev->peers[s].pidfd);
-	HCA_LINKS_EACH(l)
-		if (l->close)
-			l->close(dev);
+	/* the links whose open was tried, a failed one included (it may
+	 * hold part of what it took) */
+	for (int i = 0; i < dev->links_opened; i++)
+		if (hca_links[i]->close)
+			hca_links[i]->close(dev);
 	hca_wake_fini(dev);
 	if (dev->seg && dev->gen)
 		hca_reclaim_slot(dev->seg, dev->slot, dev->gen);
@@ -130,7 +132,6 @@ static struct hca_dev *dev_create(void)
 	if (!dev)
 		return NULL;
 	dev->db_fd = dev->epfd = dev->timer_fd = dev->stop_fd = dev->seg_lock_fd = -1;
-	dev->link.fd = dev->link.rx_epfd = -1;
 	dev->wake.timer_fd = -1;
 	for (int s = 0; s < HCA_MAX_PROCS; s++)
 		dev->peers[s].pidfd = -1;
@@ -166,6 +167,7 @@ static struct hca_dev *dev_create(void)
 	if (rc)
 		goto err;
 	HCA_LINKS_EACH(l) {
+		dev->links_opened++;
 		rc = l->open ? l->open(dev) : 0;
 		if (rc)
 			goto err;

@@ -151,6 +151,7 @@ struct hca_dev {
 	uint16_t *xrc_local;    /* by QPN, sparse: our handles on each XRC target QP */
 	struct hca_ctx *ctxs;
 	struct hca_link link;
+	int links_opened;       /* rows of hca_links whose open was tried */
 	_Atomic int udp_qps;    /* QPs whose path is the UDP link: poll reads it */
 	_Atomic uint64_t poll_ns;  /* when a CQ poll last read the link (0:
 				    * the application is going to sleep) */
