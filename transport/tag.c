@@ -688,7 +688,7 @@ SIB_API sib_status_t sib_request_wait(sib_request_t *r, struct sib_tag_status *s
 		}
 		if (r->w->ctx->progress_mode == SIB_PROGRESS_BLOCKING)
 			sib_worker_wait(r->w, -1);
-		else if (++idle > 64 && getenv("SIB_YIELD"))
+		else if (++idle > 64)
 			sched_yield();   /* others may need the core to answer */
 	}
 	if (st)
