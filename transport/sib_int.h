@@ -20,6 +20,7 @@
 
 #include <infiniband/verbs.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -339,14 +340,57 @@ SIB_LOCAL uint64_t sib_now_ms(void);
 SIB_LOCAL void sib_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- worker.c ---- */
-SIB_LOCAL void sib_lock(sib_worker_t *w);
-SIB_LOCAL void sib_unlock(sib_worker_t *w);
 SIB_LOCAL int sib_progress_locked(sib_worker_t *w);
 SIB_LOCAL void sib_srq_repost(sib_worker_t *w, uint32_t cls, uint32_t idx);
 
-/* ---- async.c ---- */
-SIB_LOCAL void sib_gate_enter(sib_worker_t *w);
-SIB_LOCAL void sib_gate_leave(sib_worker_t *w);
+/* ---- async.c: the gate (its reasoning is there), inline here: every
+ * call on a worker passes it, twice per message at least ---- */
+
+/* The application enters a call (sib_lock; nested calls count once). */
+static inline void sib_gate_enter(sib_worker_t *w)
+{
+	if (w->gate_depth++)
+		return;
+	if (w->gate_strong) {
+		atomic_store_explicit(&w->app_in, 1, memory_order_seq_cst);
+	} else {
+		atomic_store_explicit(&w->app_in, 1, memory_order_relaxed);
+		/* the compiler keeps the order; the thread's membarrier
+		 * makes it a fence when it matters */
+		atomic_signal_fence(memory_order_seq_cst);
+	}
+	while (atomic_load_explicit(&w->cm_in, memory_order_acquire))
+		sched_yield();
+}
+
+static inline void sib_gate_leave(sib_worker_t *w)
+{
+	if (--w->gate_depth)
+		return;
+	atomic_store_explicit(&w->app_calls,
+			      atomic_load_explicit(&w->app_calls, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+	atomic_store_explicit(&w->app_in, 0, memory_order_release);
+}
+
+/* Every call on a worker: the lock (SIB_THREAD_MULTI), then the gate that
+ * keeps the connection thread out (async.c). */
+static inline void sib_lock(sib_worker_t *w)
+{
+	if (w->mt)
+		pthread_mutex_lock(&w->lock);
+	if (w->async_on)
+		sib_gate_enter(w);
+}
+
+static inline void sib_unlock(sib_worker_t *w)
+{
+	if (w->async_on)
+		sib_gate_leave(w);
+	if (w->mt)
+		pthread_mutex_unlock(&w->lock);
+}
+
 SIB_LOCAL void sib_async_start(sib_worker_t *w);
 SIB_LOCAL void sib_async_stop(sib_worker_t *w);
 

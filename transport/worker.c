@@ -24,23 +24,6 @@
  * for the next check at once. */
 #define TIMER_POLLS 16
 
-/* Every call on a worker: the lock (SIB_THREAD_MULTI), then the gate that
- * keeps the connection thread out (async.c). */
-void sib_lock(sib_worker_t *w)
-{
-	if (w->mt)
-		pthread_mutex_lock(&w->lock);
-	if (w->async_on)
-		sib_gate_enter(w);
-}
-
-void sib_unlock(sib_worker_t *w)
-{
-	if (w->async_on)
-		sib_gate_leave(w);
-	if (w->mt)
-		pthread_mutex_unlock(&w->lock);
-}
 
 static struct ibv_context *device_open(const char *name)
 {
