@@ -337,6 +337,7 @@ struct sib_tqp {             /* an XRC receive QP I hold for a remote sender */
 
 /* ---- context.c ---- */
 SIB_LOCAL uint64_t sib_now_ms(void);
+SIB_LOCAL uint64_t sib_now_us(void);
 SIB_LOCAL void sib_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- worker.c ---- */
