@@ -66,6 +66,7 @@ struct opts {
 	const char *host; /* NULL: server */
 	int gidx;         /* -g: source GID index; -1: LID path */
 	bool post_time;   /* -P: time the client's ibv_post_send calls */
+	bool median;      /* -M: lat (send): the median round trip too */
 };
 
 /* What the two sides swap over TCP; every field big-endian. */
@@ -110,6 +111,9 @@ struct bench {
 	/* -P: how long each ibv_post_send of the client took (ns) */
 	uint64_t *post_ns;
 	uint32_t npost, post_cap;
+	/* -M: each iteration's half round trip (us), client, SEND latency */
+	double *rt;
+	uint32_t nrt, rt_cap;
 };
 
 static double now_us(void)
@@ -136,6 +140,9 @@ static void usage(void)
 		"  -P         lat: also the median time of one ibv_post_send "
 		"(client),\n"
 		"             the requester's own cost, whatever the peer does\n"
+		"  -M         lat (send): also the median of the iterations' "
+		"half round trips,\n"
+		"             which a loaded machine's stalls move less than the mean\n"
 		"Both sides must be given the same -t -o -m -n.\n",
 		DEFAULT_PORT);
 	exit(2);
@@ -149,7 +156,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 	*o = (struct opts){ .tests = T_LAT, .op = OP_SEND,
 			    .port = DEFAULT_PORT, .max = DEFAULT_MAX,
 			    .dev = "softib0", .gidx = -1 };
-	while ((c = getopt(argc, argv, "p:t:o:m:n:d:g:Ph")) != -1) {
+	while ((c = getopt(argc, argv, "p:t:o:m:n:d:g:PMh")) != -1) {
 		switch (c) {
 		case 'p':
 			o->port = atoi(optarg);
@@ -197,6 +204,9 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'P':
 			o->post_time = true;
+			break;
+		case 'M':
+			o->median = true;
 			break;
 		case 'g':
 			o->gidx = atoi(optarg);
@@ -578,6 +588,22 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* -M: the median half round trip of the last run_lat, in us. */
+static double rt_median_us(struct bench *b)
+{
+	if (!b->nrt)
+		return 0;
+	qsort(b->rt, b->nrt, sizeof(*b->rt), cmp_double);
+	return b->rt[b->nrt / 2];
+}
+
 /* -P: the median of the post times recorded since the last call, in us. */
 static double post_median_us(struct bench *b)
 {
@@ -606,20 +632,25 @@ static double run_lat(struct bench *b, uint32_t size)
 		*rx = 0;
 		bench_barrier(b->sock);
 	}
+	b->nrt = 0;
 	for (uint32_t i = 0; i < iters + skip; i++) {
 		uint8_t tag = (uint8_t)(i % 255 + 1);
 		bool last = i == iters + skip - 1;
+		double ti;
 
 		if (i == skip)
 			t0 = now_us();
 		switch (b->o.op) {
 		case OP_SEND:
+			ti = now_us();
 			if (client)
 				post(b, IBV_WR_SEND, size, 0, last);
 			wait_count(b, &b->recv_data, base + i + 1,
 				   "the peer's message");
 			if (!client)
 				post(b, IBV_WR_SEND, size, 0, last);
+			if (b->rt && i >= skip && b->nrt < b->rt_cap)
+				b->rt[b->nrt++] = (now_us() - ti) / 2;
 			break;
 		case OP_WRITE:
 			if (client) {
@@ -733,8 +764,9 @@ static void table(struct bench *b, unsigned test)
 	if (client) {
 		if (test == T_LAT)
 			printf("# softib verbs latency test (%s)\n"
-			       "# Size          Latency (us)%s\n", op,
-			       b->post_ns ? "   post (us, median)" : "");
+			       "# Size          Latency (us)%s%s\n", op,
+			       b->post_ns ? "   post (us, median)" : "",
+			       b->rt ? "   median (us)" : "");
 		else
 			printf("# softib verbs %sbandwidth test (%s)\n"
 			       "# Size      Bandwidth (MB/s)   "
@@ -750,10 +782,14 @@ static void table(struct bench *b, unsigned test)
 			b->npost = 0;
 			us = run_lat(b, (uint32_t)size);
 			if (client && b->post_ns)
-				printf("%-10u%18.2f%22.3f\n", (uint32_t)size, us,
+				printf("%-10u%18.2f%22.3f", (uint32_t)size, us,
 				       post_median_us(b));
 			else if (client)
-				printf("%-10u%18.2f\n", (uint32_t)size, us);
+				printf("%-10u%18.2f", (uint32_t)size, us);
+			if (client && b->rt)
+				printf("%16.2f", rt_median_us(b));
+			if (client)
+				printf("\n");
 			if (client)
 				fflush(stdout);
 		} else {
@@ -783,6 +819,12 @@ int main(int argc, char **argv)
 		b.post_cap = 1u << 16;
 		b.post_ns = calloc(b.post_cap, sizeof(*b.post_ns));
 		if (!b.post_ns)
+			bench_die("out of memory");
+	}
+	if (b.o.median && !b.server && b.o.op == OP_SEND) {
+		b.rt_cap = 1u << 20;
+		b.rt = calloc(b.rt_cap, sizeof(*b.rt));
+		if (!b.rt)
 			bench_die("out of memory");
 	}
 	for (unsigned t = T_LAT; t <= T_BIBW; t <<= 1)

@@ -60,33 +60,6 @@ static void barrier_register(void)
 			     MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
 }
 
-/* The application enters a call (sib_lock; nested calls count once). */
-void sib_gate_enter(sib_worker_t *w)
-{
-	if (w->gate_depth++)
-		return;
-	if (w->gate_strong) {
-		atomic_store_explicit(&w->app_in, 1, memory_order_seq_cst);
-	} else {
-		atomic_store_explicit(&w->app_in, 1, memory_order_relaxed);
-		/* the compiler keeps the order; the thread's membarrier
-		 * makes it a fence when it matters */
-		atomic_signal_fence(memory_order_seq_cst);
-	}
-	while (atomic_load_explicit(&w->cm_in, memory_order_acquire))
-		sched_yield();
-}
-
-void sib_gate_leave(sib_worker_t *w)
-{
-	if (--w->gate_depth)
-		return;
-	atomic_store_explicit(&w->app_calls,
-			      atomic_load_explicit(&w->app_calls, memory_order_relaxed) + 1,
-			      memory_order_relaxed);
-	atomic_store_explicit(&w->app_in, 0, memory_order_release);
-}
-
 static bool cm_enter(sib_worker_t *w)
 {
 	if (w->gate_strong) {

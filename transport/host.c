@@ -179,7 +179,7 @@ struct sib_host *sib_host_get(sib_worker_t *w, const struct sib_addr *a)
 static struct ibv_qp *send_qp_create(sib_worker_t *w)
 {
 	struct ibv_qp_init_attr_ex sa = {
-		.send_cq = w->scq, .qp_type = IBV_QPT_XRC_SEND,
+		.send_cq = w->cq, .qp_type = IBV_QPT_XRC_SEND,
 		.cap = { .max_send_wr = HOST_WINDOW, .max_send_sge = 1,
 			 .max_inline_data = SIB_HDR + w->ctx->short_max },
 		.comp_mask = IBV_QP_INIT_ATTR_PD, .pd = w->pd,
@@ -336,7 +336,7 @@ static void host_kick(sib_worker_t *w, struct sib_host *h)
 		return;
 	}
 	while (h->state == SIB_CONN_UP && !sib_list_empty(&h->pending) &&
-	       h->inflight < HOST_WINDOW && w->inflight < (uint32_t)w->scq->cqe) {
+	       h->inflight < HOST_WINDOW && w->inflight < SIB_SCQ_DEPTH) {
 		struct sib_request *r = SIB_CONTAINER(h->pending.next,
 						      struct sib_request, qlink);
 		int rc;
@@ -353,6 +353,7 @@ static void host_kick(sib_worker_t *w, struct sib_host *h)
 			break;   /* no bounce slot (EAGAIN) or QP full: later */
 		sib_list_del(&r->qlink);
 		sib_list_add_tail(&h->sent, &r->qlink);
+		r->posted = true;
 		h->inflight++;
 		w->inflight++;
 		h->ever_sent = true;

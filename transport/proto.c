@@ -112,7 +112,7 @@ static int seq_diff(uint32_t a, uint32_t b)
 
 void sib_rx(sib_worker_t *w, struct ibv_wc *wc)
 {
-	uint32_t cls = (uint32_t)(wc->wr_id >> 32), idx = (uint32_t)wc->wr_id;
+	uint32_t cls = (uint32_t)(wc->wr_id >> 32) & 0xff, idx = (uint32_t)wc->wr_id;
 	struct sib_srq_class *c = &w->cls[cls];
 	uint8_t *p = c->buf + (size_t)idx * c->size;
 	struct sib_hdr h;

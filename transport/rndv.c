@@ -142,6 +142,20 @@ size_t sib_rndv_thresh(const struct sib_ep *ep)
 	return t < m ? t : m;
 }
 
+/* The largest message that takes the short row whatever the path: the
+ * send's fast path tests this one bound (tag.c). */
+size_t sib_short_lim(const sib_worker_t *w)
+{
+	const struct sib_rma_w *rw = w->rma;
+	size_t m = sib_short_max(w);
+
+	if (m > rw->thresh_local)
+		m = rw->thresh_local;
+	if (m > rw->thresh_remote)
+		m = rw->thresh_remote;
+	return m;
+}
+
 static struct sib_rndv_tx *tx_find(struct sib_rma_w *rw, uint64_t cookie)
 {
 	for (sib_link_t *e = rw->tx.next; e != &rw->tx; e = e->next) {

@@ -182,9 +182,13 @@ struct sib_op_params {
  * it the receiver reads it straight from the buffer (rendezvous, RDMA
  * READ): keep the buffer unchanged until the request completes.  Returns SIB_OK with
  * *req set (complete it with test/wait, then sib_request_free; or free it
- * at once and let it go by itself), or an error with *req NULL.  The send
- * completes when the receiver's HCA has the message (SIB_OK) or with
- * SIB_ERR_PEER_FAILED.  The same for every call below that makes a
+ * at once and let it go by itself), or an error with *req NULL.  A send
+ * without a send callback that is copied (short or eager) and posted at
+ * once is complete when the call returns (SIB_OK: the buffer is free; a
+ * later delivery failure shows in sib_ep_status, and sib_ep_flush waits
+ * for delivery).  Any other send completes when the receiver's HCA has
+ * the message (SIB_OK) or with SIB_ERR_PEER_FAILED, and its callback, if
+ * any, carries that status.  The same for every call below that makes a
  * request.  A callback (op) runs exactly once per request, from progress,
  * or from inside the starting call when it completes at once (a receive
  * whose message has already arrived).

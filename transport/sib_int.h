@@ -20,6 +20,7 @@
 
 #include <infiniband/verbs.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -77,6 +78,13 @@ struct sib_hdr {
 	uint64_t tag;
 };
 #define SIB_HDR ((uint32_t)sizeof(struct sib_hdr))
+
+/* The wr_id of an SRQ receive: this bit, the class << 32, the index. A
+ * send's wr_id is its request's address (a user-space pointer: bit 63
+ * clear). */
+#define SIB_WR_RECV (1ull << 63)
+/* WRs on all send QPs at once: the CQ keeps room for them */
+#define SIB_SCQ_DEPTH 2048
 
 /* ---- the UD handshake ---- */
 enum sib_hs_type { SIB_HS_REQ = 1, SIB_HS_REP = 2, SIB_HS_PING = 3,
@@ -190,6 +198,11 @@ struct sib_request {
 	 * test and wait read it without the lock (acquire), then st */
 	_Atomic bool done;
 	bool freed, wild;
+	/* a send completed when posted (its bytes copied, no callback asked):
+	 * the library still holds it until its work completion */
+	bool early;
+	bool posted;             /* on its send QP (host.c) */
+	struct sib_request *next_free;   /* the worker's cache of requests */
 	struct sib_tag_status st;
 	sib_send_cb_t send_cb;
 	sib_recv_cb_t recv_cb;
@@ -258,7 +271,8 @@ struct sib_worker {
 	struct ibv_xrcd *xrcd;
 	int xrcd_fd;
 	struct ibv_comp_channel *chan;
-	struct ibv_cq *scq, *rcq, *ucq;
+	struct ibv_cq *cq;       /* sends and every SRQ (wr_id: SIB_WR_RECV) */
+	struct ibv_cq *ucq;      /* the UD QP's */
 	struct sib_srq_class cls[SIB_MAX_CLASSES];
 	uint32_t nclasses;
 	uint32_t max_inline;
@@ -279,6 +293,10 @@ struct sib_worker {
 	sib_link_t tqps;
 	sib_link_t hosts, eps;
 	sib_link_t ep_hash[SIB_EP_BUCKETS];   /* eps by id: found per arrival */
+	/* requests released, kept for the next (no malloc per message) */
+	struct sib_request *req_cache;
+	uint32_t nreq_cache;
+	size_t short_lim;        /* short row, rendezvous thresholds applied */
 	uint32_t send_qps;
 	uint32_t inflight;       /* WRs on every send QP (bounded by the CQ) */
 	uint32_t rx_wild;        /* posted receives from any source */
@@ -319,17 +337,61 @@ struct sib_tqp {             /* an XRC receive QP I hold for a remote sender */
 
 /* ---- context.c ---- */
 SIB_LOCAL uint64_t sib_now_ms(void);
+SIB_LOCAL uint64_t sib_now_us(void);
 SIB_LOCAL void sib_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- worker.c ---- */
-SIB_LOCAL void sib_lock(sib_worker_t *w);
-SIB_LOCAL void sib_unlock(sib_worker_t *w);
 SIB_LOCAL int sib_progress_locked(sib_worker_t *w);
 SIB_LOCAL void sib_srq_repost(sib_worker_t *w, uint32_t cls, uint32_t idx);
 
-/* ---- async.c ---- */
-SIB_LOCAL void sib_gate_enter(sib_worker_t *w);
-SIB_LOCAL void sib_gate_leave(sib_worker_t *w);
+/* ---- async.c: the gate (its reasoning is there), inline here: every
+ * call on a worker passes it, twice per message at least ---- */
+
+/* The application enters a call (sib_lock; nested calls count once). */
+static inline void sib_gate_enter(sib_worker_t *w)
+{
+	if (w->gate_depth++)
+		return;
+	if (w->gate_strong) {
+		atomic_store_explicit(&w->app_in, 1, memory_order_seq_cst);
+	} else {
+		atomic_store_explicit(&w->app_in, 1, memory_order_relaxed);
+		/* the compiler keeps the order; the thread's membarrier
+		 * makes it a fence when it matters */
+		atomic_signal_fence(memory_order_seq_cst);
+	}
+	while (atomic_load_explicit(&w->cm_in, memory_order_acquire))
+		sched_yield();
+}
+
+static inline void sib_gate_leave(sib_worker_t *w)
+{
+	if (--w->gate_depth)
+		return;
+	atomic_store_explicit(&w->app_calls,
+			      atomic_load_explicit(&w->app_calls, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+	atomic_store_explicit(&w->app_in, 0, memory_order_release);
+}
+
+/* Every call on a worker: the lock (SIB_THREAD_MULTI), then the gate that
+ * keeps the connection thread out (async.c). */
+static inline void sib_lock(sib_worker_t *w)
+{
+	if (w->mt)
+		pthread_mutex_lock(&w->lock);
+	if (w->async_on)
+		sib_gate_enter(w);
+}
+
+static inline void sib_unlock(sib_worker_t *w)
+{
+	if (w->async_on)
+		sib_gate_leave(w);
+	if (w->mt)
+		pthread_mutex_unlock(&w->lock);
+}
+
 SIB_LOCAL void sib_async_start(sib_worker_t *w);
 SIB_LOCAL void sib_async_stop(sib_worker_t *w);
 
@@ -376,6 +438,8 @@ SIB_LOCAL void sib_requests_destroy(sib_worker_t *w);
 
 SIB_LOCAL struct sib_request *sib_req_new(sib_worker_t *w, enum sib_req_kind k,
 					  const struct sib_op_params *op);
+SIB_LOCAL void sib_req_put(sib_worker_t *w, struct sib_request *r);
+SIB_LOCAL void sib_req_cache_fini(sib_worker_t *w);
 SIB_LOCAL sib_status_t sib_send_start(struct sib_ep *ep, struct sib_hdr *h,
 				      const void *a, size_t alen,
 				      const void *b, size_t blen,
@@ -384,6 +448,7 @@ SIB_LOCAL sib_status_t sib_send_start(struct sib_ep *ep, struct sib_hdr *h,
 
 /* ---- rndv.c: the rendezvous protocol ---- */
 SIB_LOCAL size_t sib_rndv_thresh(const struct sib_ep *ep);
+SIB_LOCAL size_t sib_short_lim(const sib_worker_t *w);
 SIB_LOCAL sib_status_t sib_rndv_send(struct sib_ep *ep, struct sib_hdr *h,
 				     const void *hdr, size_t hlen,
 				     const struct sib_iov *iov, size_t niov,

@@ -123,13 +123,21 @@ SIB_API uint32_t sib_ep_peer_id(const sib_ep_t *ep)
 
 /* ---------------- requests ---------------- */
 
+/* Requests released are kept (up to REQ_CACHE) for the next ones: no
+ * malloc and free per message. Under the worker lock, as every caller. */
+#define REQ_CACHE 1024
+
 struct sib_request *sib_req_new(sib_worker_t *w, enum sib_req_kind k,
 				const struct sib_op_params *op)
 {
-	struct sib_request *r = malloc(sizeof(*r));
+	struct sib_request *r = w->req_cache;
 
-	if (!r)
+	if (r) {
+		w->req_cache = r->next_free;
+		w->nreq_cache--;
+	} else if (!(r = malloc(sizeof(*r)))) {
 		return NULL;
+	}
 	memset(r, 0, offsetof(struct sib_request, inl));
 	r->kind = k;
 	r->w = w;
@@ -143,6 +151,28 @@ struct sib_request *sib_req_new(sib_worker_t *w, enum sib_req_kind k,
 	return r;
 }
 
+void sib_req_put(sib_worker_t *w, struct sib_request *r)
+{
+	if (w->nreq_cache >= REQ_CACHE) {
+		free(r);
+		return;
+	}
+	r->next_free = w->req_cache;
+	w->req_cache = r;
+	w->nreq_cache++;
+}
+
+void sib_req_cache_fini(sib_worker_t *w)
+{
+	while (w->req_cache) {
+		struct sib_request *r = w->req_cache;
+
+		w->req_cache = r->next_free;
+		free(r);
+	}
+	w->nreq_cache = 0;
+}
+
 void sib_req_complete(struct sib_request *r, sib_status_t st)
 {
 	r->st.status = st;
@@ -151,8 +181,8 @@ void sib_req_complete(struct sib_request *r, sib_status_t st)
 		r->recv_cb(r, &r->st, r->cb_arg);
 	else if (r->kind != SIB_REQ_RECV && r->send_cb)
 		r->send_cb(r, st, r->cb_arg);
-	if (r->freed)
-		free(r);
+	if (r->freed && !r->early)
+		sib_req_put(r->w, r);
 }
 
 static void flushes_check(struct sib_ep *ep)
@@ -189,7 +219,15 @@ void sib_send_finished(sib_worker_t *w, struct sib_request *r, sib_status_t st)
 	r->slot = -1;
 	r->data = NULL;
 	ep->tx_done++;
-	sib_req_complete(r, st);
+	if (r->early) {
+		/* completed when posted: what was held is released; a failure
+		 * now shows in the endpoint's status, and in its flush */
+		r->early = false;
+		if (r->freed)
+			sib_req_put(w, r);
+	} else {
+		sib_req_complete(r, st);
+	}
 	flushes_check(ep);
 }
 
@@ -273,10 +311,12 @@ sib_status_t sib_send_start(struct sib_ep *ep, struct sib_hdr *h,
 
 	if (ep->failed)
 		return SIB_ERR_PEER_FAILED;
-	if (sib_proto_select(w, len, &proto))
+	if (len <= w->short_lim)   /* the common case, without the walk */
+		proto = SIB_PROTO_SHORT;
+	else if (sib_proto_select(w, len, &proto))
 		return SIB_ERR_MSG_TOO_LONG;
-	if (proto == SIB_PROTO_RNDV ||
-	    (h->type < SIB_MSG_RTS && len > sib_rndv_thresh(ep))) {
+	if (len > w->short_lim && (proto == SIB_PROTO_RNDV ||
+	    (h->type < SIB_MSG_RTS && len > sib_rndv_thresh(ep)))) {
 		/* above the path's threshold: the receiver reads it */
 		struct sib_iov v = { (void *)(uintptr_t)b, blen };
 
@@ -300,7 +340,7 @@ sib_status_t sib_send_start(struct sib_ep *ep, struct sib_hdr *h,
 	r->wire_len = (uint32_t)(SIB_HDR + len);
 	r->data = r->wire_len <= sizeof(r->inl) ? r->inl : malloc(r->wire_len);
 	if (!r->data) {
-		free(r);
+		sib_req_put(w, r);
 		return SIB_ERR_NO_MEMORY;
 	}
 	h->proto = (uint8_t)proto;
@@ -314,6 +354,20 @@ sib_status_t sib_send_start(struct sib_ep *ep, struct sib_hdr *h,
 	r->st.length = len;
 	ep->tx_issued++;
 	sib_host_submit(w, ep->host, r);
+	/* Posted, with its bytes copied (inline, or into a bounce slot):
+	 * the caller's buffer is free, so a send that asked for no callback
+	 * completes now, as a short or eager send does in UCX. Waiting for
+	 * the work completion would put the link's acknowledgement (deferred
+	 * and coalesced on the UDP link) on every ping-pong's critical path.
+	 * The library keeps the request until that completion (early); a
+	 * send that waits for a connection or a slot, a control message, or
+	 * one with a callback (which reports delivery failures) completes
+	 * then, as before. */
+	if (r->posted && !r->send_cb && h->type < SIB_MSG_RTS) {
+		r->early = true;
+		r->st.status = SIB_OK;
+		atomic_store_explicit(&r->done, true, memory_order_release);
+	}
 	*out = r;
 	return SIB_OK;
 }
@@ -433,7 +487,7 @@ static sib_status_t recv_req_new(sib_worker_t *w, void *buf, size_t len,
 	r->buf = buf;
 	r->len = len;
 	if (op && (op->flags & SIB_OP_IOV) && iov_set(r, buf, len)) {
-		free(r);
+		sib_req_put(w, r);
 		return SIB_ERR_INVALID_PARAM;
 	}
 	*rp = r;
@@ -621,9 +675,19 @@ SIB_API sib_status_t sib_request_test(sib_request_t *r, struct sib_tag_status *s
 	return r->st.status;
 }
 
+/*
+ * Polling: spin for SPIN_US after the last event, then yield the core
+ * every 64 empty polls (others may need it to answer: the peer on an
+ * oversubscribed host, softib's progress thread). Yielding after a count
+ * of polls instead (64, ~2 us) gave the core away inside every
+ * intra-host round trip on a loaded machine (docs/transport.md).
+ */
+#define SPIN_US 50
+
 SIB_API sib_status_t sib_request_wait(sib_request_t *r, struct sib_tag_status *st)
 {
-	int idle = 0;
+	unsigned idle = 0;
+	uint64_t since = 0;
 
 	if (!r || r->freed)
 		return SIB_ERR_INVALID_PARAM;
@@ -632,10 +696,16 @@ SIB_API sib_status_t sib_request_wait(sib_request_t *r, struct sib_tag_status *s
 			idle = 0;
 			continue;
 		}
-		if (r->w->ctx->progress_mode == SIB_PROGRESS_BLOCKING)
+		if (r->w->ctx->progress_mode == SIB_PROGRESS_BLOCKING) {
 			sib_worker_wait(r->w, -1);
-		else if (++idle > 64)
-			sched_yield();   /* others may need the core to answer */
+		} else if (!(++idle & 63)) {   /* the clock once in 64 polls */
+			uint64_t now = sib_now_us();
+
+			if (idle == 64)
+				since = now;
+			else if (now - since >= SPIN_US)
+				sched_yield();
+		}
 	}
 	if (st)
 		*st = r->st;
@@ -682,8 +752,8 @@ SIB_API void sib_request_free(sib_request_t *r)
 		sib_unlock(w);
 		return;
 	}
-	if (atomic_load_explicit(&r->done, memory_order_relaxed))
-		free(r);
+	if (atomic_load_explicit(&r->done, memory_order_relaxed) && !r->early)
+		sib_req_put(w, r);
 	else
 		r->freed = true;
 	sib_unlock(w);

@@ -15,7 +15,6 @@
 #include "sib_int.h"
 
 #define SEND_SLOTS 128
-#define SCQ_DEPTH 2048
 #define TIMER_MS 20
 #define PUBLISH_MS 500
 /* Progress reads the clock (for the timers above) once per this many
@@ -25,23 +24,6 @@
  * for the next check at once. */
 #define TIMER_POLLS 16
 
-/* Every call on a worker: the lock (SIB_THREAD_MULTI), then the gate that
- * keeps the connection thread out (async.c). */
-void sib_lock(sib_worker_t *w)
-{
-	if (w->mt)
-		pthread_mutex_lock(&w->lock);
-	if (w->async_on)
-		sib_gate_enter(w);
-}
-
-void sib_unlock(sib_worker_t *w)
-{
-	if (w->async_on)
-		sib_gate_leave(w);
-	if (w->mt)
-		pthread_mutex_unlock(&w->lock);
-}
 
 static struct ibv_context *device_open(const char *name)
 {
@@ -63,7 +45,7 @@ void sib_srq_repost(sib_worker_t *w, uint32_t cls, uint32_t idx)
 	struct sib_srq_class *c = &w->cls[cls];
 	struct ibv_sge sge = { .addr = (uintptr_t)c->buf + (size_t)idx * c->size,
 			       .length = c->size, .lkey = c->mr->lkey };
-	struct ibv_recv_wr wr = { .wr_id = ((uint64_t)cls << 32) | idx,
+	struct ibv_recv_wr wr = { .wr_id = SIB_WR_RECV | ((uint64_t)cls << 32) | idx,
 				  .sg_list = &sge, .num_sge = 1 }, *bad;
 
 	if (ibv_post_srq_recv(c->srq, &wr, &bad))
@@ -92,7 +74,7 @@ static int classes_setup(sib_worker_t *w)
 			.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
 				     IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ,
 			.srq_type = IBV_SRQT_XRC, .pd = w->pd, .xrcd = w->xrcd,
-			.cq = w->rcq,
+			.cq = w->cq,
 		};
 
 		c->size = ctx->classes[i].size;
@@ -200,10 +182,12 @@ static int worker_setup(sib_worker_t *w)
 	w->chan = ibv_create_comp_channel(w->dev);
 	if (!w->chan)
 		return SIB_ERR_IO;
-	w->scq = ibv_create_cq(w->dev, SCQ_DEPTH, NULL, w->chan, 0);
-	w->rcq = ibv_create_cq(w->dev, (int)rdepth + 64, NULL, w->chan, 0);
+	/* one CQ for the sends and every SRQ: one poll per progress call
+	 * (the UD QP's own CQ is looked at rarely: handshakes, pings) */
+	w->cq = ibv_create_cq(w->dev, SIB_SCQ_DEPTH + (int)rdepth + 64, NULL,
+			      w->chan, 0);
 	w->ucq = ibv_create_cq(w->dev, 512, NULL, w->chan, 0);
-	if (!w->scq || !w->rcq || !w->ucq)
+	if (!w->cq || !w->ucq)
 		return SIB_ERR_IO;
 	if ((st = classes_setup(w)) || (st = slots_setup(w)))
 		return st;
@@ -211,6 +195,7 @@ static int worker_setup(sib_worker_t *w)
 		return SIB_ERR_IO;
 	if (sib_rma_init(w))
 		return SIB_ERR_NO_MEMORY;
+	w->short_lim = sib_short_lim(w);
 	return events_setup(w);
 }
 
@@ -235,10 +220,8 @@ static void worker_teardown(sib_worker_t *w)
 		ibv_dereg_mr(w->smr);
 	free(w->sbuf);
 	free(w->free_slots);
-	if (w->scq)
-		ibv_destroy_cq(w->scq);
-	if (w->rcq)
-		ibv_destroy_cq(w->rcq);
+	if (w->cq)
+		ibv_destroy_cq(w->cq);
 	if (w->ucq)
 		ibv_destroy_cq(w->ucq);
 	if (w->chan)
@@ -319,6 +302,7 @@ SIB_API sib_status_t sib_worker_destroy(sib_worker_t *w)
 	sib_rndv_fini(w);        /* rendezvous in flight: cancelled */
 	sib_requests_destroy(w);
 	sib_rma_fini(w);         /* regions, keys, registrations */
+	sib_req_cache_fini(w);
 	sib_stats_remove(w);
 	worker_teardown(w);
 	sib_mq_fini(&w->mq);
@@ -330,15 +314,35 @@ SIB_API sib_status_t sib_worker_destroy(sib_worker_t *w)
 	return SIB_OK;
 }
 
-/* Take every arrived message now: each gives its SRQ buffer back. */
-static int rx_drain(sib_worker_t *w)
+/* Take every completion now: each arrival gives its SRQ buffer back.
+ * Receives are told from sends by their wr_id (SIB_WR_RECV): the opcode
+ * of a completion in error is undefined. */
+static int cq_drain(sib_worker_t *w)
 {
 	struct ibv_wc wc[32];
 	int n, total = 0;
 
-	while ((n = ibv_poll_cq(w->rcq, 32, wc)) > 0) {
+	while ((n = ibv_poll_cq(w->cq, 32, wc)) > 0) {
 		for (int i = 0; i < n; i++)
-			sib_rx(w, &wc[i]);
+			if (wc[i].wr_id & SIB_WR_RECV)
+				sib_rx(w, &wc[i]);
+			else
+				sib_host_send_done(w, &wc[i]);
+		total += n;
+		if (n < 32)
+			break;   /* drained: no second poll to find it empty */
+	}
+	return total;
+}
+
+static int ud_drain(sib_worker_t *w)
+{
+	struct ibv_wc wc[16];
+	int n, total = 0;
+
+	while ((n = ibv_poll_cq(w->ucq, 16, wc)) > 0) {
+		for (int i = 0; i < n; i++)
+			sib_ud_rx(w, &wc[i]);
 		total += n;
 	}
 	return total;
@@ -355,7 +359,7 @@ static void async_events(sib_worker_t *w)
 			 * each message is taken, so this only fires when we have
 			 * not been progressing or AM handlers hold buffers) */
 			w->c.srq_limit_events++;
-			w->c.srq_refills += rx_drain(w);
+			w->c.srq_refills += cq_drain(w);
 			for (uint32_t i = 0; i < w->nclasses; i++)
 				if (w->cls[i].srq == ev.element.srq)
 					srq_arm_limit(&w->cls[i]);
@@ -383,27 +387,22 @@ static void deaths_take(sib_worker_t *w)
 	}
 }
 
+/*
+ * One poll of the worker's CQ per call; every TIMER_POLLS calls also the
+ * UD QP's CQ (a handshake or a ping waits microseconds more: nothing
+ * waits on it that a message could) and the clock for the timers.
+ */
 int sib_progress_locked(sib_worker_t *w)
 {
-	struct ibv_wc wc[32];
-	int n, total = 0;
+	int total;
 	uint64_t now;
 
-	total += rx_drain(w);
-	while ((n = ibv_poll_cq(w->scq, 32, wc)) > 0) {
-		for (int i = 0; i < n; i++)
-			sib_host_send_done(w, &wc[i]);
-		total += n;
-	}
-	while ((n = ibv_poll_cq(w->ucq, 16, wc)) > 0) {
-		for (int i = 0; i < n; i++)
-			sib_ud_rx(w, &wc[i]);
-		total += n;
-	}
+	total = cq_drain(w);
 	/* next_timer_ms 0: someone wants the timers now (a slot came free) */
 	if (w->next_timer_ms && ++w->timer_polls < TIMER_POLLS)
 		return total;
 	w->timer_polls = 0;
+	total += ud_drain(w);
 	now = sib_now_ms();
 	if (now >= w->next_timer_ms) {
 		w->next_timer_ms = now + TIMER_MS;
@@ -455,12 +454,13 @@ SIB_API sib_status_t sib_worker_arm(sib_worker_t *w)
 		return SIB_ERR_INVALID_PARAM;
 	sib_lock(w);
 	chan_drain(w);
-	if (ibv_req_notify_cq(w->rcq, 0) || ibv_req_notify_cq(w->scq, 0) ||
-	    ibv_req_notify_cq(w->ucq, 0)) {
+	if (ibv_req_notify_cq(w->cq, 0) || ibv_req_notify_cq(w->ucq, 0)) {
 		sib_unlock(w);
 		return SIB_ERR_IO;
 	}
-	/* what arrived before the arm raised no event: look once more */
+	/* what arrived before the arm raised no event: look once more (the
+	 * UD CQ too) */
+	w->timer_polls = TIMER_POLLS;
 	n = sib_progress_locked(w);
 	sib_unlock(w);
 	return n > 0 ? SIB_ERR_BUSY : SIB_OK;

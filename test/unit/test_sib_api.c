@@ -442,6 +442,79 @@ static void test_flush(void)
 					  NULL), SIB_OK);
 }
 
+/*
+ * A short or eager send without a callback completes when posted (its
+ * bytes are copied); the library keeps the request until the work
+ * completion. Freed before, after, or while still held; with a callback
+ * it completes from progress, once; the caller's buffer is reused at once;
+ * a flush still waits for the work completions. ASan sees the lifetimes.
+ */
+static int cb_calls;
+static sib_status_t cb_status;
+
+static void count_cb(sib_request_t *r, sib_status_t st, void *arg)
+{
+	(void)r;
+	(void)arg;
+	cb_calls++;
+	cb_status = st;
+}
+
+static void test_send_lifetime(void)
+{
+	size_t sizes[] = { 8, 200, 5000 };   /* short, eager, eager (class 2) */
+	uint8_t *b = malloc(5000), *in = malloc(5000);
+	struct sib_op_params op = { .send_cb = count_cb };
+	sib_request_t *s[16], *f;
+	struct sib_tag_status ts;
+
+	CU_ASSERT_FATAL(b && in);
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		size_t n = sizes[k];
+
+		for (int i = 0; i < 16; i++) {
+			memset(b, 'a' + i, n);
+			CU_ASSERT_EQUAL_FATAL(sib_tag_send_nb(self, b, n, 700 + i, 7, NULL,
+							      &s[i]), SIB_OK);
+			/* completed at once: the buffer is the caller's again */
+			CU_ASSERT_EQUAL(sib_request_test(s[i], NULL), SIB_OK);
+			memset(b, 'z', n);
+			if (i % 2)   /* freed while the library may hold it */
+				sib_request_free(s[i]);
+		}
+		sib_status_t st = sib_ep_flush(self, &f);
+
+		CU_ASSERT(st == SIB_OK || st == SIB_INPROGRESS);
+		if (st == SIB_INPROGRESS) {   /* the work completions */
+			CU_ASSERT_EQUAL(sib_request_wait(f, NULL), SIB_OK);
+			sib_request_free(f);
+		}
+		for (int i = 0; i < 16; i += 2)   /* freed after the completion */
+			sib_request_free(s[i]);
+		for (int i = 0; i < 16; i++) {
+			memset(in, 0, n);
+			CU_ASSERT_EQUAL(recv_wait(in, n, SIB_ANY_SOURCE, 700 + i, ~0ull, 7,
+						  &ts), SIB_OK);
+			CU_ASSERT_EQUAL(ts.length, n);
+			CU_ASSERT(in[0] == 'a' + i && in[n - 1] == 'a' + i);
+		}
+		/* with a callback: completed from progress, the callback once */
+		cb_calls = 0;
+		cb_status = SIB_ERR_IO;
+		CU_ASSERT_EQUAL_FATAL(sib_tag_send_nb(self, b, n, 799, 7, &op, &s[0]),
+				      SIB_OK);
+		CU_ASSERT_EQUAL(sib_request_wait(s[0], NULL), SIB_OK);
+		for (int i = 0; i < 50; i++)
+			sib_worker_progress(w);
+		CU_ASSERT_EQUAL(cb_calls, 1);
+		CU_ASSERT_EQUAL(cb_status, SIB_OK);
+		sib_request_free(s[0]);
+		CU_ASSERT_EQUAL(recv_wait(in, n, SIB_ANY_SOURCE, 799, ~0ull, 7, NULL), SIB_OK);
+	}
+	free(b);
+	free(in);
+}
+
 /* ---- one worker, several threads ---- */
 
 struct thr {
@@ -516,7 +589,8 @@ static int add_suites(void)
 	    !CU_add_test(s, "matching rules", test_match_rules) ||
 	    !CU_add_test(s, "probe and matched probe", test_probe) ||
 	    !CU_add_test(s, "active messages", test_am) ||
-	    !CU_add_test(s, "flush", test_flush))
+	    !CU_add_test(s, "flush", test_flush) ||
+	    !CU_add_test(s, "send request lifetime", test_send_lifetime))
 		return -1;
 	s = CU_add_suite("sib_threads", NULL, NULL);
 	if (!s || !CU_add_test(s, "three threads on one worker", test_threads))
