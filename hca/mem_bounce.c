@@ -288,6 +288,7 @@ static int bounce_chunk(struct hca_dev *dev, uint16_t slot, uint32_t gen,
 		local_move(lc, b->data, len, true);
 	atomic_store_explicit(&b->state, BOUNCE_REQ, memory_order_release);
 	hca_dev_notify(dev, slot, gen, &m, sizeof(m));
+	hca_die_at(HCA_DIE_BOUNCE_HELD); /* the next requester takes over */
 	rc = bounce_wait(dev, b, slot, gen);
 	if (rc)
 		return rc; /* the mailbox is the dead target's: leave it be */
