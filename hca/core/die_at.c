@@ -26,6 +26,7 @@ static const char *const site_names[HCA_DIE_SITES] = {
 	[HCA_DIE_HEAP_GAP] = "heap_gap",
 	[HCA_DIE_HEAP_POP] = "heap_pop",
 	[HCA_DIE_HEAP_QUAR] = "heap_quar",
+	[HCA_DIE_BOUNCE_HELD] = "bounce_held",
 };
 
 static void parse_env(void)

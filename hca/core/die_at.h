@@ -27,6 +27,7 @@ enum hca_die_site {
 	HCA_DIE_HEAP_GAP,       /* half-way through giving a bump gap away */
 	HCA_DIE_HEAP_POP,       /* a free-list head read, not yet unlinked */
 	HCA_DIE_HEAP_QUAR,      /* a quarantine entry written, not yet counted */
+	HCA_DIE_BOUNCE_HELD,    /* a target's mailbox held, its request posted */
 	HCA_DIE_SITES
 };
 

@@ -42,6 +42,11 @@ for site in rq_claimed rq_held cq_claimed cq_written; do
 	run_case "requester killed at $site, 64 KiB by CMA" $site 65536 0
 	run_case "requester killed at $site, 64 KiB bounced" $site 65536 1
 done
+# a requester killed while it holds the survivor's bounce mailbox, its
+# request posted (the mailbox's holder word left naming it: taken over
+# only on proof of death, hca/mem_bounce.c): the survivor serves what it
+# left, and its CQ and SRQ flow as after the other sites
+run_case "requester killed holding the mailbox, 64 KiB bounced" bounce_held 65536 1
 # the heap stays consistent through all of it
 out=$(sib_run 30 build/bin/softib heap-check 2>&1)
 if [ $? -eq 0 ]; then

@@ -20,6 +20,26 @@
  * dereg — or the key may have been invalidated while the request waited:
  * either way the server's section, in the owner's process, is what the
  * dereg waits for, and a key gone by then refuses the chunk (EFAULT).
+ *
+ * The mailbox's lock is a word naming its holder (requester slot and
+ * generation), taken by CAS and taken over only on proof of the holder's
+ * death — not a robust pthread mutex (issue 18). A mailbox is a heap
+ * block: its target's reclaim frees it while a requester may still hold
+ * it, and the block then becomes another process's mailbox or ring. A
+ * robust mutex there stays linked, through its own bytes, in the robust
+ * list of each thread that holds it (glibc; the kernel walks that list
+ * when the thread dies, and that walk is what makes the mutex robust):
+ * once the bytes are reused, the list runs through someone else's
+ * memory. The holder's later locks and unlocks of the segment lock then
+ * write list pointers into that memory, the new owner of a mutex placed
+ * there unlinks through pointers of another process, and at a death the
+ * kernel's walk stops at the first bad link — the robust mutexes behind
+ * it, the segment lock among them, are left locked by a dead thread,
+ * with nobody to mark them, and every later locker waits for ever. A
+ * plain word cannot be linked anywhere: a holder's release after the
+ * block has gone is a CAS that fails (the block is zeroed when reused).
+ * Robust pthread mutexes live only in memory that is never freed: the
+ * segment lock and the atomic locks in the segment's header.
  */
 #include <errno.h>
 #include <sched.h>
@@ -34,7 +54,9 @@
 enum { BOUNCE_IDLE = 0, BOUNCE_REQ = 1, BOUNCE_DONE = 2, BOUNCE_BUSY = 3 };
 
 struct hca_bounce {
-	pthread_mutex_t lock;            /* one requester at a time */
+	/* one requester at a time: 0, or (slot + 1) << 32 | gen of the
+	 * requester holding the mailbox (CAS; see the head of this file) */
+	_Atomic uint64_t holder;
 	_Atomic uint32_t state;
 	uint32_t write;                  /* 1: mailbox -> target memory */
 	int32_t result;
@@ -50,15 +72,12 @@ int hca_bounce_attach(struct hca_dev *dev)
 	int rc = ENOMEM;
 
 	hca_seg_lock(seg);
+	/* zeroed by the heap: no holder, state IDLE */
 	off = hca_dev_heap_alloc(dev, sizeof(struct hca_bounce));
 	if (off) {
-		rc = hca_robust_mutex_init(&((struct hca_bounce *)hca_seg_ptr(seg, off))->lock);
-		if (rc)
-			hca_heap_free(seg, off, sizeof(struct hca_bounce));
-		else {
-			seg->bounce_bytes = sizeof(struct hca_bounce); /* heap_check.c */
-			seg->procs[dev->slot].bounce_off = off;
-		}
+		rc = 0;
+		seg->bounce_bytes = sizeof(struct hca_bounce); /* heap_check.c */
+		seg->procs[dev->slot].bounce_off = off;
 	}
 	hca_dev_heap_done(dev);
 	hca_seg_unlock(seg);
@@ -147,6 +166,63 @@ static int bounce_wait(struct hca_dev *dev, struct hca_bounce *b, uint16_t slot,
 	}
 }
 
+static uint64_t holder_word(uint16_t slot, uint32_t gen)
+{
+	return ((uint64_t)slot + 1) << 32 | gen;
+}
+
+/*
+ * A mailbox whose holder died: a request it left that the target has not
+ * taken is withdrawn, one the target is serving runs to its end (short:
+ * a memcpy), so that the next chunk's fields are not rewritten under the
+ * server. ESRCH if the target goes meanwhile.
+ */
+static int bounce_settle(struct hca_dev *dev, struct hca_bounce *b, uint16_t slot,
+			 uint32_t gen)
+{
+	uint32_t want = BOUNCE_REQ;
+
+	atomic_compare_exchange_strong(&b->state, &want, BOUNCE_IDLE);
+	for (unsigned spin = 0;
+	     atomic_load_explicit(&b->state, memory_order_acquire) == BOUNCE_BUSY; spin++) {
+		if ((spin & 255) == 255 && target_gone(dev, slot, gen))
+			return ESRCH;
+		sched_yield();
+	}
+	atomic_store(&b->state, BOUNCE_IDLE);
+	return 0;
+}
+
+/*
+ * Take the target's mailbox: free, or its holder proven dead (a holder
+ * only "unknown" may still be using it). While another requester has it,
+ * serve our own mailbox: that requester may be waiting on us.
+ */
+static int bounce_acquire(struct hca_dev *dev, struct hca_bounce *b, uint16_t slot,
+			  uint32_t gen)
+{
+	const uint64_t me = holder_word(dev->slot, dev->gen);
+
+	for (unsigned spin = 0;; spin++) {
+		uint64_t cur = 0;
+
+		/* acquire: pairs with the previous holder's release store */
+		if (atomic_compare_exchange_strong_explicit(&b->holder, &cur, me,
+							    memory_order_acquire,
+							    memory_order_relaxed))
+			return 0;
+		if ((spin & 15) == 15 && (cur >> 32) - 1 < HCA_MAX_PROCS &&
+		    hca_peer_check(dev, (uint16_t)((cur >> 32) - 1), (uint32_t)cur) ==
+			    HCA_LIVE_DEAD &&
+		    atomic_compare_exchange_strong(&b->holder, &cur, me))
+			return bounce_settle(dev, b, slot, gen);
+		hca_bounce_serve(dev);
+		if ((spin & 255) == 255 && target_gone(dev, slot, gen))
+			return ESRCH;
+		sched_yield();
+	}
+}
+
 /*
  * One chunk: the target ranges [r, r + len) taken from the remote iovec
  * cursor, the local bytes from the local cursor.
@@ -212,6 +288,7 @@ static int bounce_chunk(struct hca_dev *dev, uint16_t slot, uint32_t gen,
 		local_move(lc, b->data, len, true);
 	atomic_store_explicit(&b->state, BOUNCE_REQ, memory_order_release);
 	hca_dev_notify(dev, slot, gen, &m, sizeof(m));
+	hca_die_at(HCA_DIE_BOUNCE_HELD); /* the next requester takes over */
 	rc = bounce_wait(dev, b, slot, gen);
 	if (rc)
 		return rc; /* the mailbox is the dead target's: leave it be */
@@ -234,25 +311,15 @@ int hca_bounce_move(struct hca_dev *dev, uint16_t slot, uint32_t gen, bool write
 
 	if (!b || hca_peer_check(dev, slot, gen) == HCA_LIVE_DEAD)
 		return ESRCH;
-	/* while another requester has the target's mailbox, serve our own:
-	 * it may be waiting on us */
-	for (unsigned spin = 0;; spin++) {
-		int r = pthread_mutex_trylock(&b->lock);
-
-		if (r == 0)
-			break;
-		if (r == EOWNERDEAD) {
-			pthread_mutex_consistent(&b->lock);
-			break;
-		}
-		hca_bounce_serve(dev);
-		if ((spin & 255) == 255 && target_gone(dev, slot, gen))
-			return ESRCH;
-		sched_yield();
-	}
+	rc = bounce_acquire(dev, b, slot, gen);
+	if (rc)
+		return rc;
 	while (left && !rc)
 		rc = bounce_chunk(dev, slot, gen, b, write, &lc, &rc_, keys, &left);
-	pthread_mutex_unlock(&b->lock);
+	/* ESRCH: the target is gone, and its mailbox with it (freed by
+	 * its reclaim, perhaps someone's already): not written again */
+	if (rc != ESRCH)
+		atomic_store_explicit(&b->holder, 0, memory_order_release);
 	return rc;
 }
 
