@@ -592,13 +592,21 @@ void hca_udp_sq_progress(struct hca_qp *qp)
 		if (!budget)
 			break;
 		st = packetize(qp, w, false, budget);
+		/* UC: nothing comes back to open the window again; a packet
+		 * sent is done with (else the QP stalls once a window's worth
+		 * of packets has gone: 256 one-packet messages, 64 of 4) */
+		if (!reliable)
+			qp->acked_psn = hca_psn_add(qp->send_psn, -1);
 		if (st) {
 			if (qp->sq_next == qp->sq_head)
 				hca_req_fail_head(qp, w, st);
 			break; /* fails when it reaches the head */
 		}
-		if (w->sent < request_pkts(qp, w))
+		if (w->sent < request_pkts(qp, w)) {
+			if (!reliable)
+				continue; /* UC: its next window at once */
 			break; /* the window is full: more when ACKs come */
+		}
 		qp->sq_next++;
 	}
 	if (!reliable)
