@@ -84,6 +84,9 @@ struct hca_link {
 	uint64_t held_ns;
 	struct hca_link_counters *cnt;  /* in our process slot: softib shows them */
 	bool no_gso;            /* the kernel refused UDP_SEGMENT */
+	bool gro;               /* receiving sockets take UDP_GRO datagrams */
+	uint8_t *rxbuf;         /* HCA_RX_BATCH receive slots, under rx_lock */
+	size_t rx_slot;         /* bytes per slot: a GRO datagram, or a packet */
 	struct { uint32_t daddr; uint16_t dport; int fd; bool rx; } peers[HCA_LINK_PEERS];
 	_Atomic int npeers;
 	pthread_mutex_t peers_lock;
@@ -756,7 +759,7 @@ int hca_link_peer_send2(int fd, const uint8_t *p, size_t len, const uint8_t *p2,
 			size_t len2);
 struct sockaddr_in;
 long hca_sys_send(int fd, const void *p, size_t len);
-long hca_sys_recvfrom(int fd, void *p, size_t len, struct sockaddr_in *from);
+long hca_sys_recvmsg(int fd, struct msghdr *mh);
 void hca_link_peers_close(struct hca_link *l);
 void hca_dev_link_handover(struct hca_dev *dev);
 bool hca_dev_link_sleep_begin(struct hca_dev *dev);
