@@ -420,7 +420,9 @@ struct hca_qp {
 	_Atomic uint64_t ack_owed;
 	uint32_t ack_daddr;
 	bool ack_listed;            /* on link.owed (rx_lock) */
-	uint8_t ack_age;            /* sweeps since it was owed (rx_lock) */
+	/* when a sweep first saw the owed ACK (0: none has yet); written
+	 * under rx_lock, read by the sender deciding whether it rides */
+	_Atomic uint64_t ack_seen_ns;
 	uint8_t *rdbuf;             /* READ responses are built here */
 	size_t rdcap;
 	struct { uint32_t psn; uint64_t orig; bool valid; } replay[16];
@@ -748,6 +750,7 @@ enum hca_ack_flush {
 	HCA_ACKS_ALL,
 };
 void hca_udp_ack_owe(struct hca_qp *qp, uint32_t daddr, uint32_t psn, bool asked);
+bool hca_udp_ack_rides(struct hca_qp *qp);
 void hca_udp_send_answer(struct hca_qp *qp, uint32_t daddr, struct hca_wire_hdr *h,
 			 const uint8_t *pl, size_t plen);
 void hca_link_acks_flush(struct hca_dev *dev, bool wait, enum hca_ack_flush what);
