@@ -415,7 +415,7 @@ static void dispatch(struct hca_dev *dev, const uint8_t *pkt, size_t len, uint32
 		atomic_fetch_add(&l->cnt->unknown_qp, 1);
 		return;
 	}
-	atomic_fetch_add(&l->cnt->rx_pkts, 1);
+	HCA_COUNT_1W(l->cnt->rx_pkts); /* rx_lock held */
 	if (hca_wire_op(h.opcode)->flags & HCA_WF_RESPONSE)
 		hca_udp_req_rx(qp, &h, pl, plen);
 	else
