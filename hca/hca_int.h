@@ -420,8 +420,8 @@ struct hca_qp {
 	_Atomic uint64_t ack_owed;
 	uint32_t ack_daddr;
 	bool ack_listed;            /* on link.owed (rx_lock) */
-	/* when a sweep first saw the owed ACK (0: none has yet); written
-	 * under rx_lock, read by the sender deciding whether it rides */
+	/* when the owed ACK was first owed; written under rx_lock, read
+	 * by the sender deciding whether it rides */
 	_Atomic uint64_t ack_seen_ns;
 	uint8_t *rdbuf;             /* READ responses are built here */
 	size_t rdcap;

@@ -15,8 +15,8 @@
  *
  *   not asked (an unsignaled message that did not fill the window) — it
  *   is coalesced with the ACKs of the messages that follow, as the IB
- *   spec allows: a sweep of the poll path (every 16 polls) first notes
- *   the time, and the ACK goes alone at the first sweep
+ *   spec allows: the time it was first owed is noted, and the ACK goes
+ *   alone at the first sweep of the poll path (every 16 polls)
  *   HCA_ACK_COALESCE_NS later, or with an asked one, or before the
  *   application sleeps, or when the progress thread runs. It rides with
  *   a packet of its QP (hca_udp_ack_rides) once half that time has
@@ -40,8 +40,11 @@
 
 #define HCA_ACK_OWED  (1ULL << 63)
 #define HCA_ACK_ASKED (1ULL << 62)
-/* an ACK not asked for waits at most this after a sweep saw it; the
- * requester's early go-back (HCA_PROBE_MIN_NS) is 4 times longer */
+/* an ACK not asked for waits about this long (a sweep or a send of its
+ * QP must come); the requester's early go-back (HCA_PROBE_MIN_NS) is 4
+ * times longer. Timed from when it was owed, not from a sweep: a poller
+ * that the machine's load lets run a few polls per message would sweep
+ * too rarely, and the requester would go back for nothing. */
 #define HCA_ACK_COALESCE_NS 50000ULL
 /* an application that woke from a sleep for completions this recently
  * sleeps again soon: its ACKs ride (as dev.c's HCA_POLL_GRACE_NS) */
@@ -60,7 +63,7 @@ void hca_udp_ack_owe(struct hca_qp *qp, uint32_t daddr, uint32_t psn, bool asked
 	if (asked || (old & HCA_ACK_ASKED))
 		v |= HCA_ACK_ASKED;
 	if (!old) /* the age counts from the first ACK owed */
-		atomic_store_explicit(&qp->ack_seen_ns, 0, memory_order_relaxed);
+		atomic_store_explicit(&qp->ack_seen_ns, hca_now_ns(), memory_order_relaxed);
 	atomic_store(&qp->ack_owed, v);
 	if (qp->ack_listed)
 		return;
@@ -103,7 +106,7 @@ bool hca_udp_ack_take(struct hca_qp *qp, bool asked_only, struct hca_wire_hdr *h
 
 /*
  * Does the ACK this QP owes go with the packet it sends now? Asked for:
- * yes. Not asked: once a sweep saw it half the coalescing time ago, or
+ * yes. Not asked: once owed for half the coalescing time, or
  * when the application sleeps for its completions (it would go alone
  * before the next sleep).
  */
@@ -118,10 +121,8 @@ bool hca_udp_ack_rides(struct hca_qp *qp)
 		return true;
 	seen = atomic_load_explicit(&qp->ack_seen_ns, memory_order_relaxed);
 	slept = atomic_load_explicit(&qp->dev->sleeper_ns, memory_order_relaxed);
-	if (!seen && !slept)
-		return false;
 	now = hca_now_ns();
-	return (seen && now - seen >= HCA_ACK_COALESCE_NS / 2) ||
+	return now - seen >= HCA_ACK_COALESCE_NS / 2 ||
 	       (slept && now - slept < HCA_ACK_SLEEPER_NS);
 }
 
@@ -154,10 +155,6 @@ static bool due(struct hca_qp *qp, enum hca_ack_flush what, uint64_t now)
 	if (what != HCA_ACKS_SWEEP)
 		return false;
 	seen = atomic_load_explicit(&qp->ack_seen_ns, memory_order_relaxed);
-	if (!seen) {
-		atomic_store_explicit(&qp->ack_seen_ns, now, memory_order_relaxed);
-		return false;
-	}
 	return now - seen >= HCA_ACK_COALESCE_NS;
 }
 
