@@ -256,9 +256,11 @@ static bool chan_signal_local(struct hca_dev *dev, uint16_t owner, uint32_t owne
  * here; a completion it makes is found by the caller's next look.
  * ACKs still owed go before we sleep: nothing would send them meanwhile,
  * and the peer's send would wait for them.
- * Returns 0 or an errno (EAGAIN: the channel is non-blocking).
+ * Returns 0 or an errno (EAGAIN: the channel is non-blocking);
+ * *chan_ready says whether the channel's fd was readable at the wake-up
+ * (if not, its next recv would find nothing: the caller skips it).
  */
-static int chan_sleep(struct hca_chan *ch)
+static int chan_sleep(struct hca_chan *ch, bool *chan_ready)
 {
 	struct hca_dev *dev = ch->ctx->dev;
 	struct pollfd p[1 + CHAN_SLEEP_LINK_FDS] = { { .fd = ch->fd, .events = POLLIN } };
@@ -273,6 +275,7 @@ static int chan_sleep(struct hca_chan *ch)
 		n = hca_progress_sleep_fds(dev, p + 1, CHAN_SLEEP_LINK_FDS, per);
 	if (poll(p, 1 + (nfds_t)n, -1) < 0)
 		rc = errno; /* EINTR too, as a blocking read of the channel says */
+	*chan_ready = rc || p[0].revents;
 	if (link) {
 		for (int i = 1; i <= n; i++)
 			woke |= p[i].revents != 0;
@@ -289,14 +292,24 @@ static int chan_sleep(struct hca_chan *ch)
 int hca_chan_get_event(struct hca_chan *ch, void **cq_user)
 {
 	struct chan_msg m;
+	bool chan_ready = true;
 
 	for (;;) {
 		/* a datagram is taken with each event, so that the socket
-		 * holds about as many as there are events owed */
-		ssize_t n = hca_sock_recv_checked(ch->fd, &m, sizeof(m), MSG_DONTWAIT,
-						  hca_dev_foreign_counter(ch->ctx->dev));
-		int rc = n < 0 ? errno : 0;
+		 * holds about as many as there are events owed; not looked
+		 * for right after a sleep that the link alone ended (the
+		 * event is then handed over in memory: tls_sleeping) — a
+		 * datagram come since would end the next sleep at once */
+		ssize_t n = -1;
+		int rc = EAGAIN;
 		struct hca_cq *cq;
+
+		if (chan_ready) {
+			n = hca_sock_recv_checked(ch->fd, &m, sizeof(m), MSG_DONTWAIT,
+						  hca_dev_foreign_counter(ch->ctx->dev));
+			rc = n < 0 ? errno : 0;
+		}
+		chan_ready = true;
 
 		if (rc && rc != EAGAIN && rc != EWOULDBLOCK && rc != EINTR)
 			return rc;
@@ -320,7 +333,7 @@ int hca_chan_get_event(struct hca_chan *ch, void **cq_user)
 		}
 		if (n >= 0 || rc == EINTR)
 			continue; /* a stale hint: look again */
-		rc = chan_sleep(ch);
+		rc = chan_sleep(ch, &chan_ready);
 		if (rc)
 			return rc;
 	}

@@ -86,6 +86,9 @@ struct hca_link {
 	uint64_t held_ns;
 	struct hca_link_counters *cnt;  /* in our process slot: softib shows them */
 	bool no_gso;            /* the kernel refused UDP_SEGMENT */
+	bool gro;               /* receiving sockets take UDP_GRO datagrams */
+	uint8_t *rxbuf;         /* HCA_RX_BATCH receive slots, under rx_lock */
+	size_t rx_slot;         /* bytes per slot: a GRO datagram, or a packet */
 	struct { uint32_t daddr; uint16_t dport; int fd; bool rx; } peers[HCA_LINK_PEERS];
 	_Atomic int npeers;
 	pthread_mutex_t peers_lock;
@@ -423,7 +426,9 @@ struct hca_qp {
 	_Atomic uint64_t ack_owed;
 	uint32_t ack_daddr;
 	bool ack_listed;            /* on link.owed (rx_lock) */
-	uint8_t ack_age;            /* sweeps since it was owed (rx_lock) */
+	/* when the owed ACK was first owed; written under rx_lock, read
+	 * by the sender deciding whether it rides */
+	_Atomic uint64_t ack_seen_ns;
 	uint8_t *rdbuf;             /* READ responses are built here */
 	size_t rdcap;
 	struct { uint32_t psn; uint64_t orig; bool valid; } replay[16];

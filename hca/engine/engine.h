@@ -62,6 +62,12 @@ struct hca_msg {
 
 #define HCA_COUNT(e, field) \
 	atomic_fetch_add_explicit(&(e)->cnt.field, 1, memory_order_relaxed)
+/* A counter with one writer at a time (the link's receive path, under
+ * its rx_lock): a load and a store, no locked read-modify-write; readers
+ * (softib status, other processes) still see whole values. */
+#define HCA_COUNT_1W(ctr) \
+	atomic_store_explicit(&(ctr), atomic_load_explicit(&(ctr), memory_order_relaxed) + 1, \
+			      memory_order_relaxed)
 
 
 /* RC and XRC are the reliable transports: ACKs, RNR, retries. */

@@ -111,6 +111,7 @@ pingpongs=(
 	"rc-64k-events ibv_rc_pingpong -g 0 -n 50 -s 65536 -e -c"
 	"rc-1m ibv_rc_pingpong -g 0 -n 20 -s 1048576 -c"
 	"uc-default ibv_uc_pingpong -g 0 -n $n -s 1024"
+	"uc-4k-checked ibv_uc_pingpong -g 0 -n $n -s 4096 -c"
 	"ud-default ibv_ud_pingpong -g 0 -n $n -s 1024"
 	"srq-default ibv_srq_pingpong -g 0 -n $n -s 4096"
 	"xsrq-default ibv_xsrq_pingpong -g 0 -m 1024"

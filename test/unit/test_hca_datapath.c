@@ -529,6 +529,65 @@ static void test_udp_read_windowed(void)
 	pair_close();
 }
 
+/*
+ * UC over the UDP link past one send window (256 packets): nothing is
+ * ACKed on UC, and the requester once counted every packet sent as in
+ * flight for good, so the QP stopped sending after a window's worth (256
+ * one-packet messages, 64 of 4 packets, a quarter of a 1 MiB message).
+ * Here: 40 rounds of 8 messages of 4 KiB (4 packets each at MTU 1024),
+ * then one message of 512 KiB (512 packets, two windows in one WQE);
+ * every byte checked.
+ */
+static void test_udp_uc_past_window(void)
+{
+	const uint32_t len = 4096, per = 8, rounds = 40, big = 512 << 10;
+	struct ibv_wc wc[2 * 8];
+	uint32_t got_send = 0, got_recv = 0;
+
+	setenv("SOFTIB_LINK", "udp", 1);
+	CU_ASSERT_FATAL(pair_open(IBV_QPT_UC, 7) == 0);
+	unsetenv("SOFTIB_LINK");
+	for (uint32_t r = 0; r < rounds; r++) {
+		for (uint32_t i = 0; i < per; i++) {
+			uint32_t k = r * per + i;
+
+			memset(P.buf + i * len, (int)(k % 251 + 1), len);
+			CU_ASSERT_EQUAL_FATAL(post_recv(P.b, 64 * 1024 + i * len, len, k), 0);
+			CU_ASSERT_EQUAL_FATAL(post(P.a, IBV_WR_SEND, i * len, len, 0, 0, k), 0);
+		}
+		int n = poll_n(wc, 2 * per);
+
+		CU_ASSERT_EQUAL_FATAL(n, 2 * (int)per);
+		for (int j = 0; j < n; j++) {
+			CU_ASSERT_EQUAL(wc[j].status, IBV_WC_SUCCESS);
+			if (wc[j].opcode == IBV_WC_RECV) {
+				got_recv++;
+				CU_ASSERT_EQUAL(wc[j].byte_len, len);
+			} else {
+				got_send++;
+			}
+		}
+		for (uint32_t i = 0; i < per; i++) {
+			uint8_t want = (uint8_t)((r * per + i) % 251 + 1);
+			const uint8_t *d = P.buf + 64 * 1024 + i * len;
+
+			CU_ASSERT(d[0] == want && d[len - 1] == want);
+		}
+	}
+	CU_ASSERT_EQUAL(got_send, rounds * per);
+	CU_ASSERT_EQUAL(got_recv, rounds * per);
+	/* one WQE of two windows: sent whole at once, nothing to ACK it */
+	for (uint32_t i = 0; i < big; i++)
+		P.buf[i] = (uint8_t)(i * 13 + 5);
+	CU_ASSERT_EQUAL_FATAL(post_recv(P.b, big, big, 99), 0);
+	CU_ASSERT_EQUAL_FATAL(post(P.a, IBV_WR_SEND, 0, big, 0, 0, 98), 0);
+	CU_ASSERT_EQUAL_FATAL(poll_n(wc, 2), 2);
+	CU_ASSERT_EQUAL(wc[0].status, IBV_WC_SUCCESS);
+	CU_ASSERT_EQUAL(wc[1].status, IBV_WC_SUCCESS);
+	CU_ASSERT(memcmp(P.buf, P.buf + big, big) == 0);
+	pair_close();
+}
+
 /* XRC in one process: a domain on a file, an XRC SRQ, a target QP, and an
  * XRC send QP reaching the SRQ by its number. */
 static void test_xrc_send(void)
@@ -635,7 +694,9 @@ static int add_suites(void)
 	    !CU_add_test(s, "UDP WRITE: a large message's buffer given back",
 			 test_udp_write_buffer_shrinks) ||
 	    !CU_add_test(s, "UDP READ asked a window at a time",
-			 test_udp_read_windowed))
+			 test_udp_read_windowed) ||
+	    !CU_add_test(s, "UDP UC past one send window",
+			 test_udp_uc_past_window))
 		return -1;
 	return 0;
 }

@@ -35,6 +35,7 @@
  */
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -59,6 +60,8 @@ static int peer_socket(struct hca_link *l, uint32_t daddr, uint16_t dport, bool 
 	*rx = l->rx_connected && l->rx_epfd >= 0 && !bind(fd, (struct sockaddr *)&me, sizeof(me));
 	/* receiving: the bound socket's buffer; else keep the queue small */
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, *rx ? &buf : &none, sizeof(buf));
+	if (*rx && l->gro) /* as the bound socket does (link_udp.c) */
+		setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one));
 	if (connect(fd, (struct sockaddr *)&to, sizeof(to))) {
 		close(fd);
 		return -1;
@@ -67,7 +70,7 @@ static int peer_socket(struct hca_link *l, uint32_t daddr, uint16_t dport, bool 
 }
 
 /*
- * send() and recvfrom() straight to the kernel: libc's wrappers are
+ * send() and recvmsg() straight to the kernel: libc's wrappers are
  * thread-cancellation points, and entering and leaving that mode costs
  * two atomic operations a call — measurable on the busy-poll path, which
  * makes one such call per poll. softib's threads are never cancelled
@@ -79,11 +82,9 @@ long hca_sys_send(int fd, const void *p, size_t len)
 	return syscall(SYS_sendto, fd, p, len, MSG_DONTWAIT, NULL, 0);
 }
 
-long hca_sys_recvfrom(int fd, void *p, size_t len, struct sockaddr_in *from)
+long hca_sys_recvmsg(int fd, struct msghdr *mh)
 {
-	socklen_t fl = sizeof(*from);
-
-	return syscall(SYS_recvfrom, fd, p, len, MSG_DONTWAIT, from, &fl);
+	return syscall(SYS_recvmsg, fd, mh, MSG_DONTWAIT);
 }
 
 static long sys_sendmmsg(int fd, struct mmsghdr *mm, unsigned n)
@@ -104,11 +105,9 @@ long hca_sys_send(int fd, const void *p, size_t len)
 	return send(fd, p, len, MSG_DONTWAIT);
 }
 
-long hca_sys_recvfrom(int fd, void *p, size_t len, struct sockaddr_in *from)
+long hca_sys_recvmsg(int fd, struct msghdr *mh)
 {
-	socklen_t fl = sizeof(*from);
-
-	return recvfrom(fd, p, len, MSG_DONTWAIT, (struct sockaddr *)from, &fl);
+	return recvmsg(fd, mh, MSG_DONTWAIT);
 }
 
 static long sys_sendmmsg(int fd, struct mmsghdr *mm, unsigned n)

@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +62,36 @@ static int rcvbuf_wanted(void)
 	return v >= (64 << 10) && v <= (1L << 30) ? (int)v : HCA_UDP_RCVBUF;
 }
 
+/*
+ * UDP GRO: a run of datagrams a peer sent as one GSO buffer (link_gso.c)
+ * crosses a veth pair as one buffer, and with UDP_GRO on the receiving
+ * socket it is queued and read whole (the kernel says the segment size),
+ * instead of being cut back into datagrams at our socket — by the
+ * sender's CPU, in its send(), one queued datagram and one read each.
+ * A read may then return up to 64 KiB: every receive slot is that large
+ * (HCA_RX_BATCH of them, 1 MiB of address space, touched as far as the
+ * data go). Without UDP_GRO (an old kernel), slots of one packet.
+ * docs/udp-link-performance.md gives what it was worth.
+ */
+#define HCA_RX_BATCH 16
+#define HCA_RX_GRO_SLOT 65536
+
+static void rx_buffers(struct hca_link *l)
+{
+	int one = 1;
+
+	l->gro = !getenv("SOFTIB_UDP_NO_GRO") &&
+		 !setsockopt(l->fd, SOL_UDP, UDP_GRO, &one, sizeof(one));
+	l->rx_slot = l->gro ? HCA_RX_GRO_SLOT : HCA_PKT_MAX;
+	l->rxbuf = calloc(HCA_RX_BATCH, l->rx_slot);
+	if (!l->rxbuf && l->gro) { /* no room for large slots: without GRO */
+		setsockopt(l->fd, SOL_UDP, UDP_GRO, &(int){ 0 }, sizeof(int));
+		l->gro = false;
+		l->rx_slot = HCA_PKT_MAX;
+		l->rxbuf = calloc(HCA_RX_BATCH, l->rx_slot);
+	}
+}
+
 static int link_socket(struct hca_link *l)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(l->port),
@@ -96,6 +127,12 @@ static int link_socket(struct hca_link *l)
 	struct epoll_event ev = { .events = EPOLLIN, .data.fd = l->fd };
 
 	setsockopt(l->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	rx_buffers(l);
+	if (!l->rxbuf) {
+		close(l->fd);
+		l->fd = -1;
+		return ENOMEM;
+	}
 	l->rx_hot = l->fd;
 	l->rx_epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (l->rx_epfd >= 0 && epoll_ctl(l->rx_epfd, EPOLL_CTL_ADD, l->fd, &ev)) {
@@ -159,6 +196,8 @@ void hca_link_fini(struct hca_dev *dev)
 	hca_link_peers_close(l);
 	if (l->rx_epfd >= 0)
 		close(l->rx_epfd);
+	free(l->rxbuf);
+	l->rxbuf = NULL;
 	if (l->fault)
 		hca_fault_close(l->fault);
 	if (l->pcap)
@@ -376,7 +415,7 @@ static void dispatch(struct hca_dev *dev, const uint8_t *pkt, size_t len, uint32
 		atomic_fetch_add(&l->cnt->unknown_qp, 1);
 		return;
 	}
-	atomic_fetch_add(&l->cnt->rx_pkts, 1);
+	HCA_COUNT_1W(l->cnt->rx_pkts); /* rx_lock held */
 	if (hca_wire_op(h.opcode)->flags & HCA_WF_RESPONSE)
 		hca_udp_req_rx(qp, &h, pl, plen);
 	else
@@ -391,32 +430,63 @@ static void dispatch(struct hca_dev *dev, const uint8_t *pkt, size_t len, uint32
  * datagram returns with it at once, not after a second call that finds
  * none (that call cost as much as a third of a raw UDP ping-pong).
  */
-#define HCA_RX_BATCH 16
 #define HCA_RX_QUIET_NS 5000 /* see hca_link_rx_sleeper */
+
+/* A datagram read: one packet, or (UDP GRO) a run of packets of gso
+ * bytes each, the last one perhaps shorter. */
+static void deliver(struct hca_dev *dev, const uint8_t *p, size_t len, size_t gso,
+		    uint32_t saddr)
+{
+	if (!gso || gso >= len) {
+		dispatch(dev, p, len, saddr);
+		return;
+	}
+	for (size_t off = 0; off < len; off += gso)
+		dispatch(dev, p + off, len - off < gso ? len - off : gso, saddr);
+}
+
+/* The segment size a GRO datagram's control message gives (0: none). */
+static size_t gro_size(struct msghdr *mh)
+{
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c))
+		if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+			int v;
+
+			memcpy(&v, CMSG_DATA(c), sizeof(v));
+			return v > 0 ? (size_t)v : 0;
+		}
+	return 0;
+}
+
+#define HCA_RX_CTL CMSG_SPACE(sizeof(int))
 
 /* Everything queued on socket fd (up to 256 datagrams), rx_lock held. */
 static void rx_drain_fd(struct hca_dev *dev, int fd)
 {
-	static _Thread_local uint8_t buf[HCA_RX_BATCH][HCA_PKT_MAX];
+	struct hca_link *l = &dev->link;
 	struct sockaddr_in from[HCA_RX_BATCH];
 	struct iovec iov[HCA_RX_BATCH];
 	struct mmsghdr mm[HCA_RX_BATCH];
+	union { char b[HCA_RX_CTL]; struct cmsghdr align; } ctl[HCA_RX_BATCH];
 
 	for (int n = 0; n < 256; n += HCA_RX_BATCH) {
 		int got;
 
 		for (int i = 0; i < HCA_RX_BATCH; i++) {
-			iov[i] = (struct iovec){ buf[i], sizeof(buf[i]) };
+			iov[i] = (struct iovec){ l->rxbuf + (size_t)i * l->rx_slot, l->rx_slot };
 			mm[i].msg_hdr = (struct msghdr){ .msg_name = &from[i],
 							 .msg_namelen = sizeof(from[i]),
-							 .msg_iov = &iov[i], .msg_iovlen = 1 };
+							 .msg_iov = &iov[i], .msg_iovlen = 1,
+							 .msg_control = l->gro ? ctl[i].b : NULL,
+							 .msg_controllen = l->gro ? HCA_RX_CTL : 0 };
 		}
 		got = recvmmsg(fd, mm, HCA_RX_BATCH, MSG_DONTWAIT, NULL);
 		if (got < 0 && errno == ECONNREFUSED) /* a peer's ICMP error, */
 			continue;                      /* reported once */
 		for (int i = 0; i < got; i++)
-			dispatch(dev, buf[i], mm[i].msg_len,
-				 ntohl(from[i].sin_addr.s_addr));
+			deliver(dev, iov[i].iov_base, mm[i].msg_len,
+				l->gro ? gro_size(&mm[i].msg_hdr) : 0,
+				ntohl(from[i].sin_addr.s_addr));
 		if (got < HCA_RX_BATCH)
 			break;
 	}
@@ -443,12 +513,19 @@ static void rx_drain(struct hca_dev *dev)
 /* One datagram from socket fd, if one waits; rx_lock held. */
 static bool rx_one(struct hca_dev *dev, int fd)
 {
-	static _Thread_local uint8_t buf[HCA_PKT_MAX];
+	struct hca_link *l = &dev->link;
 	struct sockaddr_in from;
-	long r = hca_sys_recvfrom(fd, buf, sizeof(buf), &from);
+	struct iovec iov = { l->rxbuf, l->rx_slot };
+	union { char b[HCA_RX_CTL]; struct cmsghdr align; } ctl;
+	struct msghdr mh = { .msg_name = &from, .msg_namelen = sizeof(from),
+			     .msg_iov = &iov, .msg_iovlen = 1,
+			     .msg_control = l->gro ? ctl.b : NULL,
+			     .msg_controllen = l->gro ? sizeof(ctl.b) : 0 };
+	long r = hca_sys_recvmsg(fd, &mh);
 
 	if (r > 0)
-		dispatch(dev, buf, (size_t)r, ntohl(from.sin_addr.s_addr));
+		deliver(dev, l->rxbuf, (size_t)r, l->gro ? gro_size(&mh) : 0,
+			ntohl(from.sin_addr.s_addr));
 	return r > 0;
 }
 

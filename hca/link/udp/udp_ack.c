@@ -15,10 +15,19 @@
  *
  *   not asked (an unsignaled message that did not fill the window) — it
  *   is coalesced with the ACKs of the messages that follow, as the IB
- *   spec allows: it goes out at the second sweep of the poll path after
- *   the first of them was owed (a sweep every 16 polls: some microseconds), with
- *   an asked one, or when the progress thread runs. The requester's early
- *   go-back waits at least 200 us, well beyond.
+ *   spec allows: the time it was first owed is noted, and the ACK goes
+ *   alone at the first sweep of the poll path (every 16 polls)
+ *   HCA_ACK_COALESCE_NS later, or with an asked one, or before the
+ *   application sleeps, or when the progress thread runs. It rides with
+ *   a packet of its QP (hca_udp_ack_rides) once half that time has
+ *   passed — or at once when the application sleeps for completions,
+ *   since it would go alone before the next sleep anyway. The
+ *   requester's early go-back waits at least 200 us, well beyond.
+ *   In a ping-pong of unsignaled SENDs (perftest's, bench/udp_rc's),
+ *   an ACK then rides with one reply in several instead of every one:
+ *   each is a datagram the peer's kernel and receive path handle.
+ *   (Before 2026-11-25: the ACK rode with every reply, and went alone
+ *   at the second sweep.)
  *
  * NAKs, duplicate ACKs, coalesced ACKs inside a long message and the
  * answers to READs and atomics go at once (udp_resp.c).
@@ -31,6 +40,15 @@
 
 #define HCA_ACK_OWED  (1ULL << 63)
 #define HCA_ACK_ASKED (1ULL << 62)
+/* an ACK not asked for waits about this long (a sweep or a send of its
+ * QP must come); the requester's early go-back (HCA_PROBE_MIN_NS) is 4
+ * times longer. Timed from when it was owed, not from a sweep: a poller
+ * that the machine's load lets run a few polls per message would sweep
+ * too rarely, and the requester would go back for nothing. */
+#define HCA_ACK_COALESCE_NS 50000ULL
+/* an application that woke from a sleep for completions this recently
+ * sleeps again soon: its ACKs ride (as dev.c's HCA_POLL_GRACE_NS) */
+#define HCA_ACK_SLEEPER_NS 200000ULL
 
 void hca_udp_ack_owe(struct hca_qp *qp, uint32_t daddr, uint32_t psn, bool asked)
 {
@@ -44,8 +62,8 @@ void hca_udp_ack_owe(struct hca_qp *qp, uint32_t daddr, uint32_t psn, bool asked
 	 * the age counts from the first ACK owed */
 	if (asked || (old & HCA_ACK_ASKED))
 		v |= HCA_ACK_ASKED;
-	if (!old)
-		qp->ack_age = 0;
+	if (!old) /* the age counts from the first ACK owed */
+		atomic_store_explicit(&qp->ack_seen_ns, hca_now_ns(), memory_order_relaxed);
 	atomic_store(&qp->ack_owed, v);
 	if (qp->ack_listed)
 		return;
@@ -86,6 +104,28 @@ bool hca_udp_ack_take(struct hca_qp *qp, bool asked_only, struct hca_wire_hdr *h
 	return true;
 }
 
+/*
+ * Does the ACK this QP owes go with the packet it sends now? Asked for:
+ * yes. Not asked: once owed for half the coalescing time, or
+ * when the application sleeps for its completions (it would go alone
+ * before the next sleep).
+ */
+bool hca_udp_ack_rides(struct hca_qp *qp)
+{
+	uint64_t v = atomic_load_explicit(&qp->ack_owed, memory_order_relaxed), seen, now;
+	uint64_t slept;
+
+	if (!v)
+		return false;
+	if (v & HCA_ACK_ASKED)
+		return true;
+	seen = atomic_load_explicit(&qp->ack_seen_ns, memory_order_relaxed);
+	slept = atomic_load_explicit(&qp->dev->sleeper_ns, memory_order_relaxed);
+	now = hca_now_ns();
+	return now - seen >= HCA_ACK_COALESCE_NS / 2 ||
+	       (slept && now - slept < HCA_ACK_SLEEPER_NS);
+}
+
 /* Send the QP's owed ACK, if it still owes one. */
 void hca_udp_ack_flush(struct hca_qp *qp)
 {
@@ -103,16 +143,19 @@ void hca_udp_ack_flush_asked(struct hca_qp *qp)
 		hca_udp_ack_flush(qp);
 }
 
-/* Does QP i's owed ACK go in this flush? */
-static bool due(struct hca_qp *qp, enum hca_ack_flush what)
+/* Does QP i's owed ACK go in this flush (now: the sweep's clock)? */
+static bool due(struct hca_qp *qp, enum hca_ack_flush what, uint64_t now)
 {
-	uint64_t v = atomic_load(&qp->ack_owed);
+	uint64_t v = atomic_load(&qp->ack_owed), seen;
 
 	if (!v || what == HCA_ACKS_ALL)
 		return true; /* nothing owed: leaves the list */
 	if (v & HCA_ACK_ASKED)
 		return true;
-	return what == HCA_ACKS_SWEEP && qp->ack_age++ >= 1;
+	if (what != HCA_ACKS_SWEEP)
+		return false;
+	seen = atomic_load_explicit(&qp->ack_seen_ns, memory_order_relaxed);
+	return now - seen >= HCA_ACK_COALESCE_NS;
 }
 
 /* The owed ACKs that `what` says go now (rx_lock held). */
@@ -121,11 +164,12 @@ void hca_link_acks_flush_locked(struct hca_dev *dev, enum hca_ack_flush what)
 	struct hca_link *l = &dev->link;
 
 	int n = atomic_load_explicit(&l->nowed, memory_order_relaxed);
+	uint64_t now = n && what == HCA_ACKS_SWEEP ? hca_now_ns() : 0;
 
 	for (int i = 0; i < n; i++) {
 		struct hca_qp *qp = l->owed[i];
 
-		if (!due(qp, what))
+		if (!due(qp, what, now))
 			continue;
 		hca_udp_ack_flush(qp);
 		qp->ack_listed = false;

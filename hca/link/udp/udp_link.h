@@ -45,6 +45,7 @@ int hca_link_send_pair(struct hca_dev *dev, uint32_t daddr, uint8_t *pkt, size_t
 		       size_t plen, uint8_t *pkt2, size_t hdr_len2);
 void hca_udp_ack_flush_asked(struct hca_qp *qp);
 void hca_udp_ack_owe(struct hca_qp *qp, uint32_t daddr, uint32_t psn, bool asked);
+bool hca_udp_ack_rides(struct hca_qp *qp);
 void hca_udp_send_answer(struct hca_qp *qp, uint32_t daddr, struct hca_wire_hdr *h,
 			 const uint8_t *pl, size_t plen);
 void hca_link_acks_flush(struct hca_dev *dev, bool wait, enum hca_ack_flush what);
@@ -56,7 +57,7 @@ int hca_link_peer_send2(int fd, const uint8_t *p, size_t len, const uint8_t *p2,
 			size_t len2);
 struct sockaddr_in;
 long hca_sys_send(int fd, const void *p, size_t len);
-long hca_sys_recvfrom(int fd, void *p, size_t len, struct sockaddr_in *from);
+long hca_sys_recvmsg(int fd, struct msghdr *mh);
 void hca_link_peers_close(struct hca_link *l);
 
 /* A run of equal packets for one peer, sent as one UDP GSO buffer

@@ -183,11 +183,12 @@ static void assign_psns(struct hca_qp *qp, struct hca_swqe *w)
 
 /*
  * A lone packet (most small messages) goes straight from pkt, not through
- * the GSO buffer; and the ACK this QP's responder owes its peer, asked
- * for or not, goes in the same system call (sendmmsg), behind it: the
- * peer's poll finds the request first, and the ACK costs no call of its
- * own — whereas owed until a sweep, or until the application sleeps, it
- * would cost one, on the time between our answer and our next wait.
+ * the GSO buffer; and the ACK this QP's responder owes its peer, when it
+ * is due enough to ride (udp_ack.c: asked for, owed for a while, or the
+ * application sleeps for completions), goes in the same system call
+ * (sendmmsg), behind it: the peer's poll finds the request first, and
+ * the ACK costs no call of its own. One not yet due stays owed, to cover
+ * the messages that follow: a datagram less per message.
  */
 static void send_one(struct hca_qp *qp, uint8_t *pkt, size_t hl, size_t plen)
 {
@@ -196,8 +197,7 @@ static void send_one(struct hca_qp *qp, uint8_t *pkt, size_t hl, size_t plen)
 	uint8_t ack[128];
 	size_t ahl;
 
-	if (!atomic_load_explicit(&qp->ack_owed, memory_order_relaxed) ||
-	    !hca_udp_ack_take(qp, false, &ah, &adaddr)) {
+	if (!hca_udp_ack_rides(qp) || !hca_udp_ack_take(qp, false, &ah, &adaddr)) {
 		hca_link_send(qp->dev, qp->udp_daddr, pkt, hl, plen);
 		return;
 	}
@@ -592,13 +592,21 @@ void hca_udp_sq_progress(struct hca_qp *qp)
 		if (!budget)
 			break;
 		st = packetize(qp, w, false, budget);
+		/* UC: nothing comes back to open the window again; a packet
+		 * sent is done with (else the QP stalls once a window's worth
+		 * of packets has gone: 256 one-packet messages, 64 of 4) */
+		if (!reliable)
+			qp->acked_psn = hca_psn_add(qp->send_psn, -1);
 		if (st) {
 			if (qp->sq_next == qp->sq_head)
 				hca_req_fail_head(qp, w, st);
 			break; /* fails when it reaches the head */
 		}
-		if (w->sent < request_pkts(qp, w))
+		if (w->sent < request_pkts(qp, w)) {
+			if (!reliable)
+				continue; /* UC: its next window at once */
 			break; /* the window is full: more when ACKs come */
+		}
 		qp->sq_next++;
 	}
 	if (!reliable)

@@ -313,7 +313,7 @@ void hca_udp_req_rx(struct hca_qp *qp, const struct hca_wire_hdr *h,
 	uint32_t idx;
 
 	pthread_mutex_lock(&qp->sq_lock);
-	HCA_COUNT(qp->ent, rx_pkts);
+	HCA_COUNT_1W(qp->ent->cnt.rx_pkts); /* rx_lock held (link_udp.c) */
 	if (hca_qp_state(qp) == IBV_QPS_ERR || !qp->udp)
 		goto out;
 	if (op == HCA_WOP_ACKNOWLEDGE) {

@@ -569,7 +569,7 @@ void hca_udp_resp_rx(struct hca_qp *qp, const struct hca_wire_hdr *h,
 {
 	uint8_t st = atomic_load(&qp->ent->state);
 
-	HCA_COUNT(qp->ent, rx_pkts);
+	HCA_COUNT_1W(qp->ent->cnt.rx_pkts); /* rx_lock held (link_udp.c) */
 	if (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD) {
 		HCA_COUNT_DROP(qp->ent, HCA_DROP_STATE);
 		return; /* a QP that cannot receive drops: the requester retries */
