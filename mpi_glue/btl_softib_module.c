@@ -5,6 +5,7 @@
  */
 #include "btl_softib.h"
 
+#include <inttypes.h>
 #include <string.h>
 
 #include "opal/datatype/opal_convertor.h"
@@ -233,6 +234,18 @@ static int softib_finalize(struct mca_btl_base_module_t *btl)
 
 	/* endpoints still held are Open MPI's to delete (del_procs); the
 	 * worker's destroy ends what remains */
+	if (c->worker && c->verbose) {
+		/* the XRC promise, per process: one send QP per host sent to
+		 * (docs/xrc.md), whatever the number of peers there */
+		struct sib_worker_attr a;
+
+		if (sib_worker_query(c->worker, &a) == SIB_OK)
+			opal_output(0, "btl softib: worker %u: %u peers, sent to "
+				    "%u hosts, XRC send QPs %u (at most %u), "
+				    "receive QPs %u, RMA operations %" PRIu64,
+				    a.id, a.eps, a.hosts_sent_to, a.send_qps,
+				    a.send_qps_max, a.recv_qps, a.rma_ops);
+	}
 	if (c->worker)
 		sib_worker_destroy(c->worker);
 	if (c->ctx)

@@ -112,6 +112,27 @@ run() {
 	fi
 }
 
+# The XRC promise at MPI level: 8 ranks on each of 3 hosts in all-to-alls
+# (coll) over self,softib; each rank's component reports at finalize
+# (btl_softib_verbose 1) its peers and XRC send QPs: 24 peers, 3 send QPs
+# (one per host, its own included), never more over its life.
+xrc_check() {
+	local log=$SIB_TMP/xrc.coll.log rc=0 t0=$SECONDS n bad
+	HOSTS_TIMEOUT=280 hosts_mpirun 3 8 --oversubscribe \
+		--mca btl self,softib --mca btl_softib_verbose 1 \
+		"$T/coll" -m 4k >"$log" 2>&1 </dev/null || rc=$?
+	n=$(grep -c "24 peers, sent to 3 hosts, XRC send QPs 3 (at most 3)" "$log")
+	bad=$(grep "XRC send QPs" "$log" | grep -vc "XRC send QPs 3 (at most 3)")
+	if [ "$rc" = 0 ] && grep -q "^coll: ok" "$log" && [ "$n" = 24 ] &&
+		[ "$bad" = 0 ]; then
+		pass "XRC at MPI level: 3 hosts x 8 ranks, all-to-all: each rank 3 XRC send QPs for 24 peers ($((SECONDS - t0)) s)"
+	else
+		fail "XRC at MPI level: exit $rc, $n of 24 ranks with 3 send QPs, $bad with another count"
+		grep "XRC send QPs" "$log" | head -5
+		tail -n 20 "$log"
+	fi
+}
+
 for btl in $BTLS_LOCAL; do
 	for r in "${small_runs[@]}"; do
 		# shellcheck disable=SC2086
@@ -147,6 +168,7 @@ if [ -n "$BTLS_HOSTS" ]; then
 			run hosts "$btl" 2x1 p2p_sizes -m 8m
 		done
 		[ -n "$extra_hosts" ] && run hosts "$extra_hosts" 3x2 rma -m 64k
+		[ -n "$soft_local" ] && xrc_check
 	else
 		echo "test_mpi: no namespace hosts (needs root): across-host runs skipped"
 	fi
