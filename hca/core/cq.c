@@ -270,7 +270,26 @@ int hca_cq_arm(struct hca_cq *cq, int solicited_only)
 }
 
 /*
+ * A push into a CQ of our own process needs no claim record: were we
+ * killed half-way, the CQ would die with us, and the other producers
+ * pass over a slot claimed for good (ring.h). It saves the claim cell's
+ * bookkeeping on every send completion (docs/datapath.md).
+ */
+static int push_anon(struct hca_ring *r, const struct hca_cqe *c)
+{
+	uint64_t pos;
+	void *slot = hca_ring_reserve(r, HCA_RING_ANON, &pos);
+
+	if (!slot)
+		return -1;
+	memcpy(slot, c, sizeof(*c));
+	hca_ring_publish(r, pos);
+	return 0;
+}
+
+/*
  * Push a completion into CQ cq_idx, from any process, in claim cell cl
+ * (NULL: the CQ is our own, see push_anon)
  * (claim.c: a death half-way leaves the CQ flowing). With releases, the
  * completion is that of the receive WQE cl holds. On overrun the CQ is
  * marked in error and its owner told (IBV_EVENT_CQ_ERR); the entry is
@@ -300,7 +319,8 @@ int hca_cq_push_claim(struct hca_dev *dev, struct hca_claim *cl, uint32_t cq_idx
 		c = &stamped;
 	}
 	if (atomic_load_explicit(&e->overrun, memory_order_relaxed) ||
-	    hca_claim_push(dev->seg, cl, r, &ref, c, sizeof(*c), releases)) {
+	    (cl ? hca_claim_push(dev->seg, cl, r, &ref, c, sizeof(*c), releases)
+		: push_anon(r, c))) {
 		if (releases)
 			hca_claim_drop(cl);
 		if (c->inl)
@@ -325,14 +345,11 @@ int hca_cq_push_claim(struct hca_dev *dev, struct hca_claim *cl, uint32_t cq_idx
 	return 0;
 }
 
+/* A completion of our own QP into our own CQ (send completions, flushes). */
 int hca_cq_push(struct hca_dev *dev, uint32_t cq_idx, const struct hca_cqe *c,
 		bool solicited)
 {
-	struct hca_claim *cl = hca_claim_get(dev);
-	int rc = hca_cq_push_claim(dev, cl, cq_idx, c, solicited, false);
-
-	hca_claim_put(dev, cl);
-	return rc;
+	return hca_cq_push_claim(dev, NULL, cq_idx, c, solicited, false);
 }
 
 /* A reader of the channel takes this CQ's owed event: true if it was. */

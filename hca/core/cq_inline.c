@@ -85,6 +85,17 @@ uint32_t hca_inl_max(void)
 	return (uint32_t)v;
 }
 
+/*
+ * The payload starts right after the target ranges in use, not after the
+ * whole range array: a small SEND to one buffer (state, niov, len, one
+ * range and up to 32 bytes) fills a single cache line, one line for the
+ * requester to own and the poller to read instead of two.
+ */
+static uint8_t *inl_data(const struct hca_inl_slot *s, uint32_t niov)
+{
+	return (uint8_t *)&s->iov[niov < HCA_MAX_SGE ? niov : HCA_MAX_SGE];
+}
+
 static uint32_t inl_stride(uint32_t max_len)
 {
 	return (uint32_t)((sizeof(struct hca_inl_slot) + max_len + 63) & ~63ul);
@@ -172,7 +183,7 @@ uint16_t hca_inl_put(struct hca_dev *dev, struct hca_claim *cl, uint32_t cq_idx,
 		s->iov[j].len = (uint32_t)dst[j].iov_len;
 		s->iov[j].lkey = lkeys[j];
 	}
-	to.iov_base = s + 1;
+	to.iov_base = inl_data(s, (uint32_t)ndst);
 	to.iov_len = len;
 	hca_iov_copy(&to, 1, src, nsrc);
 	atomic_store_explicit(&s->state, tag | INL_READY, memory_order_release);
@@ -222,7 +233,7 @@ static bool slot_copy(struct hca_dev *dev, const struct hca_inl_pool *p,
 	hca_fence_enter(dev, &f);
 	ok = slot_targets(dev, p, s, to);
 	if (ok) {
-		from.iov_base = (void *)(s + 1);
+		from.iov_base = inl_data(s, s->niov);
 		from.iov_len = s->len;
 		hca_iov_copy(to, (int)s->niov, &from, 1);
 	}

@@ -266,7 +266,8 @@ struct hca_inl_slot {
 	_Atomic uint64_t state;  /* kind | the claimer's tag (claim.c) */
 	uint32_t niov, len;
 	struct hca_inl_iov iov[HCA_MAX_SGE];
-	uint64_t pad1[6];        /* the payload starts on a cache line */
+	uint64_t pad1[6];        /* slot size: a cache-line multiple (the
+				  * payload follows the ranges in use) */
 };
 struct hca_inl_pool {
 	uint32_t nslots;         /* written at create */

@@ -48,10 +48,11 @@
  *    executes a request toward the queue — the requester's, on the
  *    shared-memory link — consumes (resp.c take_rwqe), with a claim
  *    record; a reclaimer re-posts a WQE its dead taker held (claim.c).
- *  - CQ: whoever completes work produces, with a claim record (the
- *    requester for its send completions and for the target's receive
- *    completions); the owner consumes (hca_cq_poll; several of its
- *    threads at once are fine).
+ *  - CQ: whoever completes work produces: another process with a claim
+ *    record (a requester writing the target's receive completions), the
+ *    owner anonymously (its own send completions and flushes: cq.c
+ *    push_anon); the owner consumes (hca_cq_poll; several of its threads
+ *    at once are fine).
  */
 #ifndef HCA_RING_H
 #define HCA_RING_H
