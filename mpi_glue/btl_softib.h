@@ -15,6 +15,8 @@
  *              connect/accept), send / sendi / alloc / free / prepare_src,
  *              the error callback;
  *   rdma       registration, put / get, flush (libsib's RMA);
+ *   atomic     atomic op / fetch-op / compare-and-swap (libsib's atomics,
+ *              a compare-and-swap loop for the operations it lacks);
  *   frag       send descriptors and their buffers.
  * It includes only Open MPI's headers and <sib.h>: nothing of softib's
  * device or verbs layers.
@@ -133,6 +135,44 @@ int mca_btl_softib_get(struct mca_btl_base_module_t *btl,
 		       void *cbdata);
 int mca_btl_softib_flush(struct mca_btl_base_module_t *btl,
 			 struct mca_btl_base_endpoint_t *endpoint);
+
+/* The handle of a region this process registered in private memory that
+ * holds [addr, addr + len), or NULL. */
+struct mca_btl_base_registration_handle_t *mca_btl_softib_reg_private(
+	uint64_t addr, size_t len);
+/* The peer's key from a handle, for operations through endpoint. */
+int mca_btl_softib_rkey(struct mca_btl_base_endpoint_t *endpoint,
+			const struct mca_btl_base_registration_handle_t *h,
+			sib_rkey_t **rkey);
+
+/* btl_softib_atomic.c */
+int mca_btl_softib_atomic_op(struct mca_btl_base_module_t *btl,
+			     struct mca_btl_base_endpoint_t *endpoint,
+			     uint64_t remote_address,
+			     struct mca_btl_base_registration_handle_t *remote_handle,
+			     mca_btl_base_atomic_op_t op, uint64_t operand,
+			     int flags, int order,
+			     mca_btl_base_rdma_completion_fn_t cbfunc,
+			     void *cbcontext, void *cbdata);
+int mca_btl_softib_atomic_fop(struct mca_btl_base_module_t *btl,
+			      struct mca_btl_base_endpoint_t *endpoint,
+			      void *local_address, uint64_t remote_address,
+			      struct mca_btl_base_registration_handle_t *local_handle,
+			      struct mca_btl_base_registration_handle_t *remote_handle,
+			      mca_btl_base_atomic_op_t op, uint64_t operand,
+			      int flags, int order,
+			      mca_btl_base_rdma_completion_fn_t cbfunc,
+			      void *cbcontext, void *cbdata);
+int mca_btl_softib_atomic_cswap(struct mca_btl_base_module_t *btl,
+				struct mca_btl_base_endpoint_t *endpoint,
+				void *local_address, uint64_t remote_address,
+				struct mca_btl_base_registration_handle_t *local_handle,
+				struct mca_btl_base_registration_handle_t *remote_handle,
+				uint64_t compare, uint64_t value, int flags,
+				int order, mca_btl_base_rdma_completion_fn_t cbfunc,
+				void *cbcontext, void *cbdata);
+/* Loop rounds waiting for send credit, started again; how many. */
+int mca_btl_softib_atomic_progress(void);
 
 /* An Open MPI status for a libsib one. */
 int mca_btl_softib_status(sib_status_t st);

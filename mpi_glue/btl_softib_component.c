@@ -156,5 +156,7 @@ static int softib_progress(void)
 	if (!w)
 		return 0;
 	n = sib_worker_progress(w);
-	return n > 0 ? n : 0;
+	if (n < 0)
+		n = 0;
+	return n + mca_btl_softib_atomic_progress();
 }

@@ -5,6 +5,7 @@
  */
 #include "btl_softib.h"
 
+#include <inttypes.h>
 #include <string.h>
 
 #include "opal/datatype/opal_convertor.h"
@@ -47,6 +48,9 @@ mca_btl_softib_module_t mca_btl_softib_module = {
 		.btl_register_mem = mca_btl_softib_register_mem,
 		.btl_deregister_mem = mca_btl_softib_deregister_mem,
 		.btl_flush = mca_btl_softib_flush,
+		.btl_atomic_op = mca_btl_softib_atomic_op,
+		.btl_atomic_fop = mca_btl_softib_atomic_fop,
+		.btl_atomic_cswap = mca_btl_softib_atomic_cswap,
 	},
 };
 
@@ -84,7 +88,8 @@ int mca_btl_softib_status(sib_status_t st)
  * are registered over them. Sizes left 0 here are filled at init from
  * libsib's figures for this worker (mca_btl_softib_module_limits), unless
  * the user set them. With put and get (btl_softib_rdma.c) ob1 moves large
- * contiguous messages by RDMA read.
+ * contiguous messages by RDMA read; with the atomics osc rdma takes it for
+ * one-sided windows.
  */
 int mca_btl_softib_module_setup(mca_btl_softib_module_t *m)
 {
@@ -98,7 +103,17 @@ int mca_btl_softib_module_setup(mca_btl_softib_module_t *m)
 	b->btl_rdma_pipeline_frag_size = 0;
 	b->btl_min_rdma_pipeline_size = 0;
 	b->btl_flags = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_PUT | MCA_BTL_FLAGS_GET |
-		       MCA_BTL_FLAGS_RDMA_FLUSH;
+		       MCA_BTL_FLAGS_RDMA_FLUSH | MCA_BTL_FLAGS_ATOMIC_OPS |
+		       MCA_BTL_FLAGS_ATOMIC_FOPS;
+	/* 64-bit integer atomics (btl_softib_atomic.c; min and max signed):
+	 * no 32-bit, no float, and not GLOB (softib's HCA atomics are not
+	 * atomic with the CPU's) */
+	b->btl_atomic_flags = MCA_BTL_ATOMIC_SUPPORTS_ADD |
+		MCA_BTL_ATOMIC_SUPPORTS_AND | MCA_BTL_ATOMIC_SUPPORTS_OR |
+		MCA_BTL_ATOMIC_SUPPORTS_XOR | MCA_BTL_ATOMIC_SUPPORTS_LAND |
+		MCA_BTL_ATOMIC_SUPPORTS_LOR | MCA_BTL_ATOMIC_SUPPORTS_LXOR |
+		MCA_BTL_ATOMIC_SUPPORTS_SWAP | MCA_BTL_ATOMIC_SUPPORTS_MIN |
+		MCA_BTL_ATOMIC_SUPPORTS_MAX | MCA_BTL_ATOMIC_SUPPORTS_CSWAP;
 	b->btl_registration_handle_size = mca_btl_softib_handle_size();
 	/* libsib's put and get take up to 1 GiB, any alignment, and move
 	 * local memory without a registration of ours */
@@ -219,6 +234,18 @@ static int softib_finalize(struct mca_btl_base_module_t *btl)
 
 	/* endpoints still held are Open MPI's to delete (del_procs); the
 	 * worker's destroy ends what remains */
+	if (c->worker && c->verbose) {
+		/* the XRC promise, per process: one send QP per host sent to
+		 * (docs/xrc.md), whatever the number of peers there */
+		struct sib_worker_attr a;
+
+		if (sib_worker_query(c->worker, &a) == SIB_OK)
+			opal_output(0, "btl softib: worker %u: %u peers, sent to "
+				    "%u hosts, XRC send QPs %u (at most %u), "
+				    "receive QPs %u, RMA operations %" PRIu64,
+				    a.id, a.eps, a.hosts_sent_to, a.send_qps,
+				    a.send_qps_max, a.recv_qps, a.rma_ops);
+	}
 	if (c->worker)
 		sib_worker_destroy(c->worker);
 	if (c->ctx)

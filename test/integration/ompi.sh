@@ -11,7 +11,8 @@
 #                                  default path, then ours (so that
 #                                  --mca btl self,softib finds it)
 #   ompi_osc_args BTL              the --mca osc words a BTL list needs for
-#                                  one-sided runs (see below)
+#                                  one-sided runs (see below): osc rdma
+#                                  over softib where the list has it
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl_base_warn_component_unused=0
@@ -34,12 +35,18 @@ ompi_softib_setup() {
 	export OMPI_MCA_mca_base_component_path=$path$comp
 }
 
-# Open MPI 4.1.4: osc rdma over vader crashes in MPI_Compare_and_swap to
-# the calling rank (vader's emulated atomics, open-mpi/ompi#11349), and
+# One-sided windows. A list with softib runs Open MPI's osc rdma over our
+# BTL (its atomics: docs/mpi.md), and only osc rdma: a window osc rdma
+# cannot take fails the run instead of falling back to pt2pt.
+# osc_rdma_btls names softib because, beside vader on one host, osc rdma
+# would rank vader first (lower latency), and Open MPI 4.1.4's osc rdma
+# over vader crashes in MPI_Compare_and_swap to the calling rank itself
+# (vader's emulated atomics, open-mpi/ompi#11349). Lists without softib
+# get osc sm (one node) or pt2pt (one-sided over ob1's point-to-point):
 # over tcp alone no one-sided component takes MPI_Win_create by default.
-# softib's BTL has put/get but no atomics (docs/mpi.md), so osc rdma does
-# not take it either. Every list gets osc sm (one node) or
-# pt2pt (one-sided over ob1's point-to-point).
 ompi_osc_args() {
-	echo "--mca osc sm,pt2pt"
+	case $1 in
+	*softib*) echo "--mca osc rdma --mca osc_rdma_btls softib" ;;
+	*) echo "--mca osc sm,pt2pt" ;;
+	esac
 }

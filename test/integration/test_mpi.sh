@@ -19,11 +19,12 @@
 #   - its vader BTL reaches only processes of its own job (its add_procs
 #     skips other jobs), so spawn, whose children are other jobs, runs
 #     with tcp added to a list that has neither tcp nor softib;
-#   - osc rdma over vader crashes in MPI_Compare_and_swap to the calling
-#     rank itself (vader's emulated atomics: open-mpi/ompi#11349), and
-#     over tcp alone Open MPI selects no one-sided component for
-#     MPI_Win_create; softib has no put/get yet: rma runs with
-#     --mca osc sm,pt2pt (test/integration/ompi.sh).
+#   - one-sided runs (rma) with softib in the list use osc rdma over
+#     softib alone (--mca osc rdma, so a window it cannot take fails the
+#     run); without softib osc sm,pt2pt: osc rdma over vader crashes in
+#     MPI_Compare_and_swap to the calling rank itself (open-mpi/ompi#11349)
+#     and over tcp alone no one-sided component takes MPI_Win_create
+#     (test/integration/ompi.sh).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 . test/integration/lib.sh
@@ -111,6 +112,27 @@ run() {
 	fi
 }
 
+# The XRC promise at MPI level: 8 ranks on each of 3 hosts in all-to-alls
+# (coll) over self,softib; each rank's component reports at finalize
+# (btl_softib_verbose 1) its peers and XRC send QPs: 24 peers, 3 send QPs
+# (one per host, its own included), never more over its life.
+xrc_check() {
+	local log=$SIB_TMP/xrc.coll.log rc=0 t0=$SECONDS n bad
+	HOSTS_TIMEOUT=280 hosts_mpirun 3 8 --oversubscribe \
+		--mca btl self,softib --mca btl_softib_verbose 1 \
+		"$T/coll" -m 4k >"$log" 2>&1 </dev/null || rc=$?
+	n=$(grep -c "24 peers, sent to 3 hosts, XRC send QPs 3 (at most 3)" "$log")
+	bad=$(grep "XRC send QPs" "$log" | grep -vc "XRC send QPs 3 (at most 3)")
+	if [ "$rc" = 0 ] && grep -q "^coll: ok" "$log" && [ "$n" = 24 ] &&
+		[ "$bad" = 0 ]; then
+		pass "XRC at MPI level: 3 hosts x 8 ranks, all-to-all: each rank 3 XRC send QPs for 24 peers ($((SECONDS - t0)) s)"
+	else
+		fail "XRC at MPI level: exit $rc, $n of 24 ranks with 3 send QPs, $bad with another count"
+		grep "XRC send QPs" "$log" | head -5
+		tail -n 20 "$log"
+	fi
+}
+
 for btl in $BTLS_LOCAL; do
 	for r in "${small_runs[@]}"; do
 		# shellcheck disable=SC2086
@@ -124,6 +146,17 @@ for btl in $BTLS_LOCAL; do
 	done
 done
 
+# osc rdma over softib beside vader on one host, and over softib alone
+# across hosts, whichever the lists above leave out (the one-sided
+# promise: both lists, both kinds of host)
+extra_local= extra_hosts=
+if [ -n "$soft_local" ]; then
+	[[ " $BTLS_LOCAL " == *" self,vader,softib "* ]] ||
+		extra_local=self,vader,softib
+	[[ " $BTLS_HOSTS " == *" self,softib "* ]] || extra_hosts=self,softib
+fi
+[ -n "$extra_local" ] && run local "$extra_local" 3 rma -m 64k
+
 if [ -n "$BTLS_HOSTS" ]; then
 	if hosts_up 3; then
 		echo "hosts: ${HOSTS[*]} on $HOSTS_SUBNET"
@@ -134,6 +167,8 @@ if [ -n "$BTLS_HOSTS" ]; then
 			done
 			run hosts "$btl" 2x1 p2p_sizes -m 8m
 		done
+		[ -n "$extra_hosts" ] && run hosts "$extra_hosts" 3x2 rma -m 64k
+		[ -n "$soft_local" ] && xrc_check
 	else
 		echo "test_mpi: no namespace hosts (needs root): across-host runs skipped"
 	fi

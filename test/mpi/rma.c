@@ -16,6 +16,17 @@
  *              counter: the final value is the number of increments and
  *              the values fetched are each of 0 .. total-1 exactly once
  *   cas        MPI_Compare_and_swap: exactly one rank wins a cell
+ *   ops        MPI_Fetch_and_op with every operation a network may do
+ *              natively or by a compare-and-swap loop (replace: the
+ *              values fetched and the last one form one chain; bor, band,
+ *              bxor, min, max: the final value; no_op), on 64-bit and on
+ *              32-bit integers (which a 64-bit network atomic must reach
+ *              through the word around them); MPI_Get_accumulate
+ *   cas loop   every rank, the owner included, increments one counter
+ *              by a loop of MPI_Compare_and_swap: each value is won by
+ *              one rank only, and the counter ends at the number of wins
+ *              (the owner reaches its own memory by another path than
+ *              the others: the two must be atomic with each other)
  *   pscw       post / start / complete / wait with a neighbour group
  * Which one-sided component runs is Open MPI's choice (osc rdma over a
  * BTL that does put/get/atomics; osc sm or pt2pt otherwise).
@@ -180,6 +191,186 @@ static void test_atomics(MPI_Win win, int64_t *cells, const char *what)
 	free(fetched);
 }
 
+/* The value of word w in the ops test after every rank's operation:
+ * word k of the last rank's window. */
+static int64_t ops_want(int k, int n)
+{
+	int64_t v = k == 1 ? -1 : 0;
+
+	for (int r = 0; r < n; r++) {
+		switch (k) {
+		case 0: v |= (int64_t)1 << (r % 63); break;
+		case 1: v &= ~((int64_t)1 << (r % 63)); break;
+		case 2: v ^= (int64_t)(r + 1) * 0x10001; break;
+		case 3: v = r == 0 || 1000 - r < v ? 1000 - r : v; break;
+		case 4: v = r == 0 || r * r - 7 > v ? r * r - 7 : v; break;
+		default: break;
+		}
+	}
+	return v;
+}
+
+/* Fetch-and-op with each operation on words of the last rank's window
+ * (reset by it first; the windows' displacement unit is 1 byte): 0 bor,
+ * 1 band, 2 bxor, 3 min, 4 max (64-bit), 5 replace chain, then at byte 48
+ * and 52 32-bit sum and bor; then get_accumulate and no_op. */
+static void test_ops(MPI_Win win, int64_t *cells, const char *what)
+{
+	int last = mt_size - 1;
+	MPI_Op ops[5] = { MPI_BOR, MPI_BAND, MPI_BXOR, MPI_MIN, MPI_MAX };
+	int64_t v, old;
+
+	MPI_Win_fence(0, win);
+	if (mt_rank == last) {
+		memset(cells, 0, 8 * sizeof(int64_t));
+		cells[1] = -1;
+		cells[3] = INT64_MAX;
+		cells[4] = INT64_MIN;
+	}
+	MPI_Win_fence(0, win);
+	MPI_Win_lock_all(0, win);
+	for (int k = 0; k < 5; k++) {
+		int r = mt_rank;
+		v = k == 0 || k == 1 ? (int64_t)1 << (r % 63) :
+		    k == 2 ? (int64_t)(r + 1) * 0x10001 :
+		    k == 3 ? 1000 - r : (int64_t)r * r - 7;
+		if (k == 1)
+			v = ~v;
+		MPI_Fetch_and_op(&v, &old, MPI_INT64_T, last, 8 * k, ops[k],
+				 win);
+		MPI_Win_flush(last, win);
+	}
+	/* replace: a chain 0 -> r1+1 -> r2+1 ...: every fetched value and
+	 * the final one, each once */
+	v = mt_rank + 1;
+	int64_t chain;
+	MPI_Fetch_and_op(&v, &chain, MPI_INT64_T, last, 40, MPI_REPLACE,
+			 win);
+	MPI_Win_flush(last, win);
+	int32_t one32 = 1, bit32 = 1 << (mt_rank % 31), o32;
+	for (int i = 0; i < 10; i++) {
+		MPI_Fetch_and_op(&one32, &o32, MPI_INT32_T, last, 48,
+				 MPI_SUM, win);
+		MPI_Win_flush(last, win);
+	}
+	MPI_Fetch_and_op(&bit32, &o32, MPI_INT32_T, last, 52, MPI_BOR, win);
+	MPI_Win_flush(last, win);
+	MPI_Win_unlock_all(win);
+	MPI_Barrier(MPI_COMM_WORLD);
+
+	int64_t *chains = mt_rank == 0 ? mt_alloc(8 * (size_t)mt_size) : NULL;
+	MPI_Gather(&chain, 1, MPI_INT64_T, chains, 1, MPI_INT64_T, 0,
+		   MPI_COMM_WORLD);
+	/* every rank reads the words back through MPI (get_accumulate with
+	 * no_op, which must not change them) */
+	int64_t got[6];
+	int32_t got32[2];
+	MPI_Win_lock(MPI_LOCK_SHARED, last, 0, win);
+	MPI_Get_accumulate(NULL, 0, MPI_INT64_T, got, 6, MPI_INT64_T, last,
+			   0, 6, MPI_INT64_T, MPI_NO_OP, win);
+	MPI_Get_accumulate(NULL, 0, MPI_INT32_T, got32, 2, MPI_INT32_T, last,
+			   48, 2, MPI_INT32_T, MPI_NO_OP, win);
+	MPI_Win_unlock(last, win);
+	for (int k = 0; k < 5; k++)
+		MT_CHECK(got[k] == ops_want(k, mt_size), "%s: fetch_and_op "
+			 "word %d = %#llx, want %#llx", what, k,
+			 (long long)got[k], (long long)ops_want(k, mt_size));
+	MT_CHECK(got[5] >= 1 && got[5] <= mt_size, "%s: replace left %lld",
+		 what, (long long)got[5]);
+	int32_t bits = 0;
+	for (int r = 0; r < mt_size; r++)
+		bits |= 1 << (r % 31);
+	MT_CHECK(got32[0] == 10 * mt_size && got32[1] == bits,
+		 "%s: 32-bit fetch_and_op: sum %d (want %d), bor %#x (want "
+		 "%#x)", what, got32[0], 10 * mt_size, got32[1], bits);
+	if (mt_rank == 0) {
+		uint8_t *seen = calloc(mt_size + 1, 1);
+		for (int r = 0; r < mt_size; r++)
+			if (chains[r] < 0 || chains[r] > mt_size ||
+			    seen[chains[r]]++)
+				mt_fail("%s: replace fetched %lld twice or out "
+					"of range", what, (long long)chains[r]);
+		if (got[5] >= 1 && got[5] <= mt_size && seen[got[5]])
+			mt_fail("%s: replace's last value %lld also fetched",
+				what, (long long)got[5]);
+		free(seen);
+		free(chains);
+	}
+	MPI_Barrier(MPI_COMM_WORLD);
+
+	/* get_accumulate with sum: rank r adds r+1 to word 0 of rank 0's
+	 * window and fetches; the sums seen differ and the last is whole */
+	MPI_Win_fence(0, win);
+	if (mt_rank == 0)
+		cells[0] = 0;
+	MPI_Win_fence(0, win);
+	v = mt_rank + 1;
+	MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win);
+	MPI_Get_accumulate(&v, 1, MPI_INT64_T, &old, 1, MPI_INT64_T, 0, 0, 1,
+			   MPI_INT64_T, MPI_SUM, win);
+	MPI_Win_unlock(0, win);
+	MPI_Win_fence(0, win);
+	if (mt_rank == 0)
+		MT_CHECK(cells[0] == (int64_t)mt_size * (mt_size + 1) / 2,
+			 "%s: get_accumulate sum %lld", what,
+			 (long long)cells[0]);
+	MT_CHECK(old >= 0 && old <= (int64_t)mt_size * (mt_size + 1) / 2 - v,
+		 "%s: get_accumulate fetched %lld", what, (long long)old);
+	MPI_Win_fence(0, win);
+}
+
+/* A counter on rank 0 incremented by compare-and-swap loops from every
+ * rank, rank 0 included: the values won are each won once. */
+static void test_cas_loop(MPI_Win win, int64_t *cells, const char *what)
+{
+	enum { WINS = 40 };
+	int64_t *won = mt_alloc(WINS * 8), cur, next, old, zero = 0;
+
+	MPI_Win_fence(0, win);
+	if (mt_rank == 0)
+		cells[0] = 0;
+	MPI_Win_fence(0, win);
+	MPI_Win_lock_all(0, win);
+	for (int i = 0; i < WINS; i++) {
+		MPI_Fetch_and_op(&zero, &cur, MPI_INT64_T, 0, 0, MPI_NO_OP, win);
+		MPI_Win_flush(0, win);
+		for (;;) {
+			next = cur + 1;
+			MPI_Compare_and_swap(&next, &cur, &old, MPI_INT64_T, 0, 0,
+					     win);
+			MPI_Win_flush(0, win);
+			if (old == cur)
+				break;
+			cur = old;
+		}
+		won[i] = cur;
+	}
+	MPI_Win_unlock_all(win);
+	MPI_Barrier(MPI_COMM_WORLD);
+	int64_t *all = mt_rank == 0 ? mt_alloc((size_t)WINS * mt_size * 8)
+				    : NULL;
+	MPI_Gather(won, WINS, MPI_INT64_T, all, WINS, MPI_INT64_T, 0,
+		   MPI_COMM_WORLD);
+	if (mt_rank == 0) {
+		long total = (long)WINS * mt_size;
+		uint8_t *seen = calloc(total, 1);
+		MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win);
+		MT_CHECK(cells[0] == total, "%s: cas loop counter %lld, want "
+			 "%ld", what, (long long)cells[0], total);
+		MPI_Win_unlock(0, win);
+		for (long i = 0; i < total; i++)
+			if (all[i] < 0 || all[i] >= total || seen[all[i]]++) {
+				mt_fail("%s: cas loop value %lld won twice or "
+					"out of range", what, (long long)all[i]);
+				break;
+			}
+		free(seen);
+		free(all);
+	}
+	MPI_Barrier(MPI_COMM_WORLD);
+	free(won);
+}
+
 /* post/start/complete/wait: each rank exposes its window to its left
  * neighbour and accesses its right one */
 static void test_pscw(MPI_Win win, uint8_t *base, const char *what)
@@ -219,6 +410,10 @@ static void run_all(MPI_Win win, uint8_t *base, const char *kind)
 	test_lock(win, what);
 	snprintf(what, sizeof(what), "atomics (%s)", kind);
 	test_atomics(win, (int64_t *)(void *)base, what);
+	snprintf(what, sizeof(what), "ops (%s)", kind);
+	test_ops(win, (int64_t *)(void *)base, what);
+	snprintf(what, sizeof(what), "cas loop (%s)", kind);
+	test_cas_loop(win, (int64_t *)(void *)base, what);
 	snprintf(what, sizeof(what), "pscw (%s)", kind);
 	test_pscw(win, base, what);
 }
