@@ -23,8 +23,9 @@
 #include "hca.h"
 #include "ring.h"
 #include "seg.h"
-/* struct hca_qp carries the UDP responder's message header by value */
-#include "wire.h"
+
+/* room in a QP for a link's message header (struct hca_wire_hdr) */
+#define HCA_QP_LINK_HDR 96
 
 struct hca_fault;
 struct hca_pcap;
@@ -419,7 +420,10 @@ struct hca_qp {
 	bool nak_sent, in_msg;
 	uint64_t nak_ns;            /* when the last sequence NAK went */
 	uint32_t msg_psn;           /* first PSN of the message being assembled */
-	struct hca_wire_hdr msg_hdr;  /* its first packet's headers */
+	/* its first packet's headers (struct hca_wire_hdr): the UDP link's
+	 * own layout, kept here as bytes so that core needs no wire.h
+	 * (link/udp/udp_resp.c asserts that it fits) */
+	_Alignas(8) uint8_t msg_hdr[HCA_QP_LINK_HDR];
 	uint8_t *rbuf;
 	size_t rlen, rcap;
 	/* a deferred ACK (udp_ack.c): flags | msn << 24 | psn, or 0 (any

@@ -6,6 +6,9 @@
 #ifndef HCA_LIMITS_H
 #define HCA_LIMITS_H
 
+/* QP numbers are 24 bits (the BTH's destination QP field) */
+#define HCA_QPN_MASK       0xffffffu
+
 #define HCA_MAX_PROCS      256      /* process slot table (bitmaps: a multiple of 64) */
 #define HCA_PROC_SLOTS     254      /* slots in use: QPN high byte = slot + 1 */
 /*

@@ -52,6 +52,12 @@ struct hca_link_ops {
 	/* the link's address of a GID, when it has one (IPv4-mapped GIDs
 	 * for the UDP link) */
 	bool (*gid_addr)(const union ibv_gid *gid, uint32_t *addr);
+	/* every path is this link's (SOFTIB_LINK=udp): true, and the
+	 * device's own address on the link in *self */
+	bool (*forced)(struct hca_dev *dev, uint32_t *self);
+	/* the link writes a capture (SOFTIB_PCAP): what goes another way
+	 * is written to it too (capture) */
+	bool (*capturing)(struct hca_dev *dev);
 	/* a UD send to address daddr; returns an enum hca_resp_status */
 	int (*send_ud)(struct hca_qp *qp, struct hca_swqe *w, struct hca_msg *m,
 		       uint32_t daddr);

@@ -301,21 +301,23 @@ static enum ibv_wc_status build_msg(struct hca_qp *qp, struct hca_swqe *w,
 static enum hca_resp_status deliver(struct hca_qp *qp, struct hca_swqe *w,
 				    struct hca_msg *m)
 {
-	uint32_t ip;
+	const struct hca_link_ops *net = hca_link_net;
+	uint32_t ip, self;
 
 	if (qp->type == IBV_QPT_UD) {
+		bool forced = net->forced(qp->dev, &self);
+
 		if (is_mcast_lid(w->ah.dlid))
 			return send_mcast(qp, m, w);
-		if (w->ah.is_global && hca_link_net->gid_addr(&w->ah.dgid, &ip) &&
-		    (qp->dev->link.force_udp ||
-		     !route_local(qp, 0, true, &w->ah.dgid)))
-			return hca_link_net->send_ud(qp, w, m, ip);
-		if (qp->dev->link.force_udp && !w->ah.is_global)
-			return hca_link_net->send_ud(qp, w, m, qp->dev->link.ip);
+		if (w->ah.is_global && net->gid_addr(&w->ah.dgid, &ip) &&
+		    (forced || !route_local(qp, 0, true, &w->ah.dgid)))
+			return net->send_ud(qp, w, m, ip);
+		if (forced && !w->ah.is_global)
+			return net->send_ud(qp, w, m, self);
 		if (!route_local(qp, w->ah.dlid, w->ah.is_global, &w->ah.dgid))
 			return HCA_RESP_DROP;
-		if (qp->dev->link.pcap)
-			hca_link_net->capture(qp, w, m);
+		if (net->capturing(qp->dev))
+			net->capture(qp, w, m);
 	} else if (!connected_path_local(qp)) {
 		return HCA_RESP_DROP;
 	}
@@ -423,7 +425,7 @@ static bool exec_head_fenced(struct hca_qp *qp)
 	}
 	m.fenced = true; /* exec_head's section covers the responder */
 	rs = deliver(qp, w, &m);
-	if (qp->dev->link.pcap && rs == HCA_RESP_ACK)
+	if (rs == HCA_RESP_ACK && hca_link_net->capturing(qp->dev))
 		hca_link_net->capture(qp, w, NULL);
 	if (rs == HCA_RESP_DROP && !hca_reliable(qp->type))
 		rs = HCA_RESP_ACK; /* unreliable: the loss is silent */

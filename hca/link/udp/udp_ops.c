@@ -36,6 +36,17 @@ static int udp_send_ud(struct hca_qp *qp, struct hca_swqe *w, struct hca_msg *m,
 	return hca_udp_send_ud(qp, w, m, daddr);
 }
 
+static bool udp_forced(struct hca_dev *dev, uint32_t *self)
+{
+	*self = dev->link.ip;
+	return dev->link.force_udp;
+}
+
+static bool udp_capturing(struct hca_dev *dev)
+{
+	return dev->link.pcap != NULL;
+}
+
 static void udp_capture(struct hca_qp *qp, struct hca_swqe *w, struct hca_msg *m)
 {
 	if (m)
@@ -52,6 +63,8 @@ const struct hca_link_ops hca_udp_link_ops = {
 	.detach = udp_detach,
 	.sq_progress = hca_udp_sq_progress,
 	.gid_addr = hca_link_gid_ip,
+	.forced = udp_forced,
+	.capturing = udp_capturing,
 	.send_ud = udp_send_ud,
 	.capture = udp_capture,
 	.rx = hca_link_rx,

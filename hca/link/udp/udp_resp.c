@@ -19,6 +19,15 @@
 
 #include "udp_link.h"
 
+_Static_assert(sizeof(struct hca_wire_hdr) <= HCA_QP_LINK_HDR,
+	       "struct hca_qp's msg_hdr must hold a struct hca_wire_hdr");
+
+/* The headers of the message being assembled, kept in the QP. */
+static struct hca_wire_hdr *msg_hdr(struct hca_qp *qp)
+{
+	return (struct hca_wire_hdr *)(void *)qp->msg_hdr;
+}
+
 static enum ibv_qp_type requester_type(enum ibv_qp_type t)
 {
 	return t == IBV_QPT_XRC_RECV ? IBV_QPT_XRC_SEND : t;
@@ -193,13 +202,13 @@ static bool is_write(uint8_t opcode)
 static bool length_ok(struct hca_qp *qp, uint8_t pos, size_t plen)
 {
 	uint64_t total = qp->rlen + plen, mtu = hca_path_mtu_bytes(qp);
-	bool write = is_write(qp->msg_hdr.opcode);
+	bool write = is_write(msg_hdr(qp)->opcode);
 
 	if (is_last(pos) ? plen > mtu : plen != mtu)
 		return false;
-	if (total > (write ? qp->msg_hdr.dmalen : HCA_MAX_MSG_SIZE))
+	if (total > (write ? msg_hdr(qp)->dmalen : HCA_MAX_MSG_SIZE))
 		return false;
-	return !is_last(pos) || !write || total == qp->msg_hdr.dmalen;
+	return !is_last(pos) || !write || total == msg_hdr(qp)->dmalen;
 }
 
 /*
@@ -342,7 +351,7 @@ static void execute_last(struct hca_qp *qp, const struct hca_wire_hdr *h, uint32
 	enum hca_resp_status st;
 	uint8_t wop = h->opcode & 0x1f;
 
-	build_msg(qp, &qp->msg_hdr, h, saddr, &m, &iov);
+	build_msg(qp, msg_hdr(qp), h, saddr, &m, &iov);
 	if (only) {
 		iov.iov_base = (void *)only;
 		iov.iov_len = only_len;
@@ -457,7 +466,7 @@ static void reliable_rx(struct hca_qp *qp, const struct hca_wire_hdr *h,
 	if (is_first(oi->pos)) {
 		qp->in_msg = true;
 		qp->msg_psn = h->psn;
-		qp->msg_hdr = *h;
+		*msg_hdr(qp) = *h;
 		qp->rlen = 0;
 	} else if (!qp->in_msg) {
 		nak_for(qp, saddr, h->psn, HCA_RESP_NAK_INV); /* a MIDDLE out of nowhere */
@@ -505,7 +514,7 @@ static void uc_rx(struct hca_qp *qp, const struct hca_wire_hdr *h, const uint8_t
 
 	if (is_first(oi->pos)) {
 		qp->in_msg = true;
-		qp->msg_hdr = *h;
+		*msg_hdr(qp) = *h;
 		qp->rlen = 0;
 	} else if (!qp->in_msg || h->psn != qp->epsn) {
 		gather_done(qp); /* a lost packet: the whole message goes */
@@ -532,7 +541,7 @@ static void uc_rx(struct hca_qp *qp, const struct hca_wire_hdr *h, const uint8_t
 		struct hca_msg m;
 		struct iovec iov;
 
-		build_msg(qp, &qp->msg_hdr, h, saddr, &m, &iov);
+		build_msg(qp, msg_hdr(qp), h, saddr, &m, &iov);
 		hca_engine.deliver(qp->dev, &m);
 		gather_done(qp);
 	}

@@ -20,12 +20,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hca_limits.h" /* HCA_QPN_MASK */
+
 #define HCA_ROCE_PORT   4791       /* the RoCEv2 UDP destination port */
 #define HCA_BTH_LEN     12
 #define HCA_ICRC_LEN    4
 #define HCA_IP4UDP_LEN  28         /* IPv4 header (no options) + UDP header */
 #define HCA_PSN_MASK    0xffffffu
-#define HCA_QPN_MASK    0xffffffu
 
 /* Top three bits of the opcode: the transport (IB spec's opcode table). */
 enum hca_wire_transport {
