@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,13 +49,77 @@ int hca_robust_mutex_init(pthread_mutex_t *m)
 }
 
 /*
+ * Lock a robust mutex, never sleeping on it for good. When a holder dies
+ * the kernel marks the word OWNER_DIED and wakes one waiter only; if that
+ * waiter is killed too before it takes the lock (a launcher killing a
+ * job's processes does that), the kernel wakes nobody else — its own
+ * repair of a dead waiter applies only to a free word — and the other
+ * waiters would sleep forever on a lock nobody holds (seen in
+ * test_reclaim: a holder's progress thread in futex_wait under
+ * hca_seg_lock, every other process dead). A waiter therefore sleeps at
+ * most HCA_LOCK_RECHECK_NS at a time and then looks again, finding the
+ * OWNER_DIED word and taking it (EOWNERDEAD).
+ */
+#define HCA_LOCK_RECHECK_NS (50ULL * 1000000ULL)
+
+/*
+ * After a recheck: a lock word that still names a thread which no longer
+ * exists is marked OWNER_DIED here, as the kernel does at a holder's
+ * death (the next look takes it with EOWNERDEAD). Only on proof of
+ * death (no /proc/<tid>), in the one PID namespace that softib assumes for the
+ * processes of a segment (as live.c does); a TID reused by a live thread
+ * keeps the lock held, as it must. The word is glibc's futex word of the
+ * mutex (the Linux robust-futex ABI: owner TID, WAITERS, OWNER_DIED).
+ */
+static void robust_unwedge(pthread_mutex_t *m)
+{
+	_Atomic uint32_t *word = (_Atomic uint32_t *)(void *)&m->__data.__lock;
+	uint32_t v = atomic_load(word);
+	pid_t tid = (pid_t)(v & FUTEX_TID_MASK);
+
+	if (!tid || (v & FUTEX_OWNER_DIED))
+		return;
+	/* /proc/<tid> answers for every thread, not only a group's leader
+	 * (kill(2) would say ESRCH of a live non-leader thread) */
+	char path[32];
+
+	snprintf(path, sizeof(path), "/proc/%d", (int)tid);
+	if (access("/proc/self", F_OK))
+		return; /* no /proc: death cannot be proven */
+	if (access(path, F_OK) == 0 || errno != ENOENT)
+		return;
+	atomic_compare_exchange_strong(word, &v, (v & FUTEX_WAITERS) | FUTEX_OWNER_DIED);
+}
+
+static int robust_lock(pthread_mutex_t *m)
+{
+	for (;;) {
+		struct timespec t;
+		int rc;
+
+		/* timedlock, not clocklock: the sanitizers know it. A step
+		 * of the wall clock only changes one recheck's delay */
+		clock_gettime(CLOCK_REALTIME, &t);
+		t.tv_nsec += (long)HCA_LOCK_RECHECK_NS;
+		if (t.tv_nsec >= 1000000000L) {
+			t.tv_sec++;
+			t.tv_nsec -= 1000000000L;
+		}
+		rc = pthread_mutex_timedlock(m, &t);
+		if (rc != ETIMEDOUT)
+			return rc;
+		robust_unwedge(m);
+	}
+}
+
+/*
  * A holder that died leaves EOWNERDEAD. The atomic locks guard one
  * 8-byte read-modify-write of the target's memory, which the next holder
  * may simply redo: the mutex is marked consistent and used.
  */
 void hca_robust_lock(pthread_mutex_t *m)
 {
-	if (pthread_mutex_lock(m) == EOWNERDEAD)
+	if (robust_lock(m) == EOWNERDEAD)
 		pthread_mutex_consistent(m);
 }
 
@@ -69,7 +134,7 @@ void hca_robust_lock(pthread_mutex_t *m)
  */
 void hca_seg_lock(struct hca_seg *seg)
 {
-	if (pthread_mutex_lock(&seg->lock) == EOWNERDEAD) {
+	if (robust_lock(&seg->lock) == EOWNERDEAD) {
 		hca_heap_rebuild(seg);
 		atomic_fetch_add(&seg->heap_repairs, 1);
 		pthread_mutex_consistent(&seg->lock);

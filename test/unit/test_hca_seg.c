@@ -14,6 +14,8 @@
 #include "cu_run.h"
 
 #include <errno.h>
+#include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -21,6 +23,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <linux/futex.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -389,6 +393,125 @@ static void test_seg_lock_owner_death(void)
 	seg_free(seg);
 }
 
+/*
+ * The waiter the kernel wakes when a holder dies is killed before it
+ * takes the lock: the kernel wakes nobody else, and a plain
+ * pthread_mutex_lock of the next waiter sleeps forever. Made certain:
+ * the first waiter is pinned to CPU 1, where a SCHED_FIFO spinner keeps
+ * it from running between its wake-up and its SIGKILL. Skipped without
+ * two CPUs or real-time scheduling (not root).
+ */
+static pid_t pinned_child(int cpu)
+{
+	cpu_set_t set;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		CPU_ZERO(&set);
+		CPU_SET(cpu, &set);
+		if (sched_setaffinity(0, sizeof(set), &set))
+			_exit(3);
+	}
+	return pid;
+}
+
+static void waiter(pthread_mutex_t *m, int fd)
+{
+	hca_robust_lock(m);
+	if (write(fd, "g", 1) != 1)
+		_exit(4);
+	pthread_mutex_unlock(m);
+	_exit(0);
+}
+
+static void test_robust_lock_woken_waiter_dies(void)
+{
+	pthread_mutex_t *m = mmap(NULL, sizeof(*m), PROT_READ | PROT_WRITE,
+				  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct sched_param rt = { .sched_priority = 10 };
+	struct pollfd pf;
+	pid_t h, w1, w2, spin;
+	int p[2], st;
+	char c;
+
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2 || sched_getscheduler(0) < 0) {
+		printf("(skipped: needs 2 CPUs) ");
+		return;
+	}
+	CU_ASSERT_FATAL(m != MAP_FAILED);
+	CU_ASSERT_EQUAL_FATAL(hca_robust_mutex_init(m), 0);
+	CU_ASSERT_EQUAL_FATAL(pipe(p), 0);
+	if ((h = fork()) == 0) {          /* the holder */
+		hca_robust_lock(m);
+		if (write(p[1], "h", 1) != 1)
+			_exit(4);
+		pause();
+		_exit(0);
+	}
+	CU_ASSERT_EQUAL_FATAL(read(p[0], &c, 1), 1);
+	if ((w1 = pinned_child(1)) == 0)  /* first in the futex queue */
+		waiter(m, p[1]);
+	usleep(100000);
+	if ((w2 = pinned_child(0)) == 0)  /* the one that must get the lock */
+		waiter(m, p[1]);
+	usleep(100000);
+	if ((spin = pinned_child(1)) == 0) {
+		if (sched_setscheduler(0, SCHED_FIFO, &rt))
+			_exit(5);
+		for (uint64_t t0 = hca_now_ns(); hca_now_ns() - t0 < 300000000ULL;)
+			;
+		_exit(0);
+	}
+	usleep(50000);                    /* the spinner holds CPU 1 */
+	kill(h, SIGKILL);                 /* the kernel wakes w1 ... */
+	waitpid(h, &st, 0);
+	kill(w1, SIGKILL);                /* ... which dies before it runs */
+	waitpid(spin, &st, 0);
+	waitpid(w1, &st, 0);
+	if (!WIFEXITED(st) && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) {
+		pf.fd = p[0];
+		pf.events = POLLIN;
+		/* w2 takes the lock within a recheck (50 ms), not never */
+		CU_ASSERT_EQUAL(poll(&pf, 1, 3000), 1);
+	} else {
+		printf("(skipped: the first waiter ran) ");
+	}
+	kill(w2, SIGKILL);
+	waitpid(w2, &st, 0);
+	close(p[0]);
+	close(p[1]);
+	munmap(m, sizeof(*m));
+}
+
+/*
+ * A holder that died without the kernel marking its lock (its robust
+ * list gone: here it unregisters it before it dies): the word names a
+ * thread that no longer exists, and a plain lock would sleep forever.
+ * hca_robust_lock rechecks, proves the death and takes it.
+ */
+static void lock_unlisted(void *arg)
+{
+	hca_robust_lock(arg);
+	syscall(SYS_set_robust_list, NULL, sizeof(struct robust_list_head));
+}
+
+static void test_robust_lock_unlisted_holder(void)
+{
+	pthread_mutex_t *m = mmap(NULL, sizeof(*m), PROT_READ | PROT_WRITE,
+				  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	CU_ASSERT_FATAL(m != MAP_FAILED);
+	CU_ASSERT_EQUAL_FATAL(hca_robust_mutex_init(m), 0);
+	CU_ASSERT_EQUAL_FATAL(die_holding(lock_unlisted, m), 0);
+	watchdog_arm();
+	hca_robust_lock(m);               /* within a recheck, not never */
+	CU_ASSERT_EQUAL(pthread_mutex_unlock(m), 0);
+	CU_ASSERT_EQUAL(pthread_mutex_trylock(m), 0);
+	CU_ASSERT_EQUAL(pthread_mutex_unlock(m), 0);
+	alarm(0);
+	munmap(m, sizeof(*m));
+}
+
 /* ---- process slots and start times ---- */
 
 static void test_starttime_self(void)
@@ -500,7 +623,11 @@ static int add_suites(void)
 	    !CU_add_test(heap, "limits", test_heap_limits))
 		return -1;
 	if (!CU_add_test(lock, "holder dies", test_robust_lock_owner_death) ||
-	    !CU_add_test(lock, "segment lock holder dies", test_seg_lock_owner_death))
+	    !CU_add_test(lock, "segment lock holder dies", test_seg_lock_owner_death) ||
+	    !CU_add_test(lock, "holder dies off its robust list",
+			 test_robust_lock_unlisted_holder) ||
+	    !CU_add_test(lock, "the waiter woken for a dead holder dies too",
+			 test_robust_lock_woken_waiter_dies))
 		return -1;
 	if (!CU_add_test(proc, "start time of self", test_starttime_self) ||
 	    !CU_add_test(proc, "start time of no process", test_starttime_absent) ||
