@@ -162,9 +162,14 @@ hosts_mpirun() {
 	for ((i = 0; i < nh; i++)); do
 		spec+=${spec:+,}${HOSTS[$i]}:$ppn
 	done
+	# --bind-to none: each namespace host's orted binds as if it had the
+	# machine's cores to itself, so local rank 0 of every host went to
+	# core 0 — all the hosts' first ranks on one core, each busy-polling
+	# while the other waited for a CPU slice (libsib's 8 B ping-pong 150
+	# us a half round trip, 8 us unbound; docs/transport.md "Across hosts")
 	# shellcheck disable=SC2046 # one word per -x and per name
 	timeout -k 5 "${HOSTS_TIMEOUT:-120}" mpirun --mca plm_rsh_agent "$HOSTS_AGENT" \
-		--mca plm_rsh_no_tree_spawn 1 \
+		--mca plm_rsh_no_tree_spawn 1 --bind-to none \
 		--mca oob_tcp_if_include "$HOSTS_SUBNET" \
 		--mca btl_tcp_if_include "$HOSTS_SUBNET" \
 		--host "$spec" $(hosts_env_args) "$@"
