@@ -57,7 +57,7 @@ int main(int argc, char **argv)
 	sib_context_t *ctx;
 	sib_worker_t *w;
 	sib_ep_t *ep;
-	void *addr;
+	void *addr = NULL;
 	size_t alen;
 	sib_status_t st;
 	char *sb, *rb;
