@@ -377,24 +377,18 @@ static void cqe_to_wc(const struct hca_cqe *c, struct ibv_wc *wc)
 
 /* Busy polls read the UDP link only on CQs some UDP-path QP completes
  * to (udp_qps, kept by qp.c): a shared-memory-only CQ never pays the
- * recvfrom, nor claims the socket from the progress thread.
- * Every such poll marks itself (link_polls: a relaxed store, no clock):
- * the progress thread leaves the socket to a poller whose mark moved
- * since its last look. Before, the clock was stored once in 64 polls —
- * 70-150 us apart at a recvfrom a poll, so any preemption of the poller
- * made it look gone, and the thread took its datagrams (docs/transport.md,
- * "Across hosts"). */
+ * recvfrom, nor claims the socket from the progress thread. */
 static void poll_link(struct hca_dev *dev, struct hca_cq *cq, uint32_t k)
 {
 	if (!atomic_load_explicit(&cq->udp_qps, memory_order_relaxed))
 		return;
 	/* the polls right after arming a CQ are the application's
 	 * last look before it sleeps: they do not make it a poller */
-	if (k - atomic_load_explicit(&dev->polls_at_arm, memory_order_relaxed) > 64)
-		atomic_store_explicit(&dev->link_polls,
-				      atomic_load_explicit(&dev->link_polls,
-							   memory_order_relaxed) + 1,
+	if (!(k & 63) && k - atomic_load_explicit(&dev->polls_at_arm,
+						  memory_order_relaxed) > 64) {
+		atomic_store_explicit(&dev->poll_ns, hca_now_ns(),
 				      memory_order_relaxed);
+	}
 	hca_progress(dev, HCA_PROGRESS_RX);
 }
 

@@ -96,9 +96,6 @@ struct hca_link {
 	/* QPs owing a deferred ACK (udp_resp.c), under rx_lock */
 	struct hca_qp *owed[HCA_OWED_MAX];
 	_Atomic int nowed;      /* written under rx_lock, peeked without it */
-	/* a poll wanted the asked-for ACKs out but found rx_lock taken: the
-	 * holder sends them before it lets go (udp_ack.c) */
-	_Atomic bool acks_wanted;
 };
 
 /*
@@ -160,16 +157,9 @@ struct hca_dev {
 	struct hca_link link;
 	int links_opened;       /* rows of hca_links whose open was tried */
 	_Atomic int udp_qps;    /* QPs whose path is the UDP link: poll reads it */
-	_Atomic uint64_t poll_ns;  /* when a sleeper last woke and kept the
-				    * link (0: the application is going to
-				    * sleep); busy polls count link_polls */
+	_Atomic uint64_t poll_ns;  /* when a CQ poll last read the link (0:
+				    * the application is going to sleep) */
 	_Atomic uint32_t polls;    /* CQ polls, counted without a lock */
-	/* busy polls that read the link (cq.c poll_link): one relaxed store
-	 * a poll, no clock read; the progress thread compares it with the
-	 * value it saw at its last look (link_polls_seen, stored by it and
-	 * by hca_dev_link_handover) — moved: a poller is reading the socket */
-	_Atomic uint32_t link_polls;
-	_Atomic uint32_t link_polls_seen;
 	_Atomic uint32_t polls_at_arm; /* ... when a CQ was last armed */
 	/* progress thread leaves the socket to pollers: set and cleared by
 	 * it and by a waking sleeper, read by pollers and timers, each under

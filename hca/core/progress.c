@@ -47,29 +47,7 @@ static void timer_arm(struct hca_dev *dev, uint64_t when, uint64_t now)
  */
 static bool poller_busy(struct hca_dev *dev, uint64_t now)
 {
-	return dev->link_paused &&
-	       (atomic_load_explicit(&dev->link_polls, memory_order_relaxed) !=
-			atomic_load_explicit(&dev->link_polls_seen, memory_order_relaxed) ||
-		now - atomic_load(&dev->poll_ns) < HCA_POLL_GRACE_NS);
-}
-
-/*
- * The progress thread's look: has a busy poller read the link since the
- * last look (its mark moved), or has a sleeper just woken and kept the
- * socket (hca_dev_link_sleep_end)? Moves the thread's mark. A poller
- * preempted for a while still counts as busy until a look finds its mark
- * unmoved for a whole wait between looks (HCA_POLL_RECHECK_NS): its
- * datagrams wait for it on the socket, where it reads them first thing
- * when it runs, rather than in a thread that then holds rx_lock and
- * needs a CPU the poller may be holding.
- */
-static bool poller_seen(struct hca_dev *dev, uint64_t now)
-{
-	uint32_t p = atomic_load_explicit(&dev->link_polls, memory_order_relaxed);
-	bool moved = p != atomic_load_explicit(&dev->link_polls_seen, memory_order_relaxed);
-
-	atomic_store_explicit(&dev->link_polls_seen, p, memory_order_relaxed);
-	return moved || now - atomic_load(&dev->poll_ns) < HCA_POLL_GRACE_NS;
+	return dev->link_paused && now - atomic_load(&dev->poll_ns) < HCA_POLL_GRACE_NS;
 }
 
 void hca_dev_wait_add(struct hca_dev *dev, struct hca_qp *qp)
@@ -300,7 +278,7 @@ static void link_wake(struct hca_dev *dev)
 {
 	uint64_t now = hca_now_ns();
 
-	if (poller_seen(dev, now)) {
+	if (now - atomic_load(&dev->poll_ns) < HCA_POLL_GRACE_NS) {
 		dev->link_paused = true;
 		pthread_mutex_lock(&dev->lock);
 		timer_arm(dev, now + HCA_POLL_GRACE_NS, now);
@@ -337,11 +315,6 @@ void hca_dev_link_handover(struct hca_dev *dev)
 		return;
 	atomic_store(&dev->polls_at_arm, atomic_load(&dev->polls));
 	atomic_store(&dev->poll_ns, 0);
-	/* the polls so far do not make a poller: the thread's next look
-	 * takes the socket unless busy polls come after this */
-	atomic_store_explicit(&dev->link_polls_seen,
-			      atomic_load_explicit(&dev->link_polls, memory_order_relaxed),
-			      memory_order_relaxed);
 	if (dev->progress_started && links_watchable(dev)) {
 		bool paused = dev->link_paused;
 
@@ -360,7 +333,7 @@ static void link_paused_tick(struct hca_dev *dev)
 {
 	uint64_t now = hca_now_ns();
 
-	if (poller_seen(dev, now)) {
+	if (now - atomic_load(&dev->poll_ns) < HCA_POLL_GRACE_NS) {
 		pthread_mutex_lock(&dev->lock);
 		timer_arm(dev, now + HCA_POLL_RECHECK_NS, now);
 		pthread_mutex_unlock(&dev->lock);

@@ -571,13 +571,11 @@ void hca_link_rx(struct hca_dev *dev, bool wait)
 	if (!wait) {
 		if (l->fd >= 0)
 			rx_poll(dev);
-		hca_link_acks_handoff(dev);
 		pthread_mutex_unlock(&l->rx_lock);
 		return;
 	}
 	rx_drain(dev);
 	/* the progress thread: no application to go first */
-	atomic_store_explicit(&l->acks_wanted, false, memory_order_relaxed);
 	hca_link_acks_flush_locked(dev, HCA_ACKS_ALL);
 	pthread_mutex_unlock(&l->rx_lock);
 }
@@ -631,7 +629,6 @@ void hca_link_rx_sleeper(struct hca_dev *dev, const struct pollfd *p, int n)
 	 * they skip them; anything that comes meanwhile waits for the next
 	 * look, at worst the sleep that follows */
 	l->rx_quiet_until = hca_now_ns() + HCA_RX_QUIET_NS;
-	hca_link_acks_handoff(dev);
 	pthread_mutex_unlock(&l->rx_lock);
 }
 

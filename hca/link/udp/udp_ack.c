@@ -178,22 +178,6 @@ void hca_link_acks_flush_locked(struct hca_dev *dev, enum hca_ack_flush what)
 	atomic_store_explicit(&l->nowed, n, memory_order_relaxed);
 }
 
-/*
- * Before rx_lock is let go: the asked-for ACKs a poll could not send
- * (acks_wanted). Without it, a receive-only QP (an XRC target: its
- * replies go on another QP, no packet of its own carries the ACK) could
- * owe its ACK for as long as each poll's trylock met another holder —
- * milliseconds, until the requester's retry timer sent the data again.
- */
-void hca_link_acks_handoff(struct hca_dev *dev)
-{
-	struct hca_link *l = &dev->link;
-
-	if (atomic_load_explicit(&l->acks_wanted, memory_order_relaxed) &&
-	    atomic_exchange(&l->acks_wanted, false))
-		hca_link_acks_flush_locked(dev, HCA_ACKS_ASKED);
-}
-
 /* wait: queue behind a receiver (progress thread), or leave it to it. */
 void hca_link_acks_flush(struct hca_dev *dev, bool wait, enum hca_ack_flush what)
 {
@@ -202,19 +186,10 @@ void hca_link_acks_flush(struct hca_dev *dev, bool wait, enum hca_ack_flush what
 	/* a peek without rx_lock: a miss is flushed by the next caller */
 	if (!atomic_load_explicit(&l->nowed, memory_order_relaxed))
 		return;
-	if (wait) {
+	if (wait)
 		pthread_mutex_lock(&l->rx_lock);
-	} else if (pthread_mutex_trylock(&l->rx_lock)) {
-		if (what == HCA_ACKS_SWEEP)
-			return; /* a sweep comes again in 16 polls */
-		/* the holder sends them (hca_link_acks_handoff); if it let go
-		 * between our trylock and our store, one more try finds the
-		 * lock free (or a holder that has yet to look at the word) */
-		atomic_store(&l->acks_wanted, true);
-		if (pthread_mutex_trylock(&l->rx_lock))
-			return;
-	}
-	atomic_store_explicit(&l->acks_wanted, false, memory_order_relaxed);
+	else if (pthread_mutex_trylock(&l->rx_lock))
+		return;
 	hca_link_acks_flush_locked(dev, what);
 	pthread_mutex_unlock(&l->rx_lock);
 }

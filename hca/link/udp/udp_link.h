@@ -50,7 +50,6 @@ void hca_udp_send_answer(struct hca_qp *qp, uint32_t daddr, struct hca_wire_hdr 
 			 const uint8_t *pl, size_t plen);
 void hca_link_acks_flush(struct hca_dev *dev, bool wait, enum hca_ack_flush what);
 void hca_link_acks_flush_locked(struct hca_dev *dev, enum hca_ack_flush what);
-void hca_link_acks_handoff(struct hca_dev *dev); /* rx_lock held */
 void hca_link_forget(struct hca_dev *dev, struct hca_qp *qp);
 int hca_link_peer_fd(struct hca_link *l, uint32_t daddr, uint16_t dport);
 int hca_link_peer_send(int fd, const uint8_t *p, size_t len);
