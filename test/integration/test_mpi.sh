@@ -168,7 +168,10 @@ if [ -n "$BTLS_HOSTS" ]; then
 			run hosts "$btl" 2x1 p2p_sizes -m 8m
 		done
 		[ -n "$extra_hosts" ] && run hosts "$extra_hosts" 3x2 rma -m 64k
-		[ -n "$soft_local" ] && xrc_check
+		# 24 busy-polling ranks on 2 cores: on this machine the
+		# all-to-all now and then declares a peer failed (issue 13's
+		# closing note); it runs in the long tier
+		[ -n "$soft_local" ] && [ "${SOFTIB_LONG:-0}" = 1 ] && xrc_check
 	else
 		echo "test_mpi: no namespace hosts (needs root): across-host runs skipped"
 	fi
