@@ -103,32 +103,38 @@ static void robust_unwedge(pthread_mutex_t *m)
 #endif
 #endif
 
-static int robust_lock(pthread_mutex_t *m)
+/* One wait of about HCA_LOCK_RECHECK_NS: 0, EOWNERDEAD, or ETIMEDOUT. */
+static int lock_within_recheck(pthread_mutex_t *m)
 {
 #ifdef SEG_TSAN
-	for (uint32_t n = 1;; n++) {
+	for (uint32_t n = 0; n < HCA_LOCK_RECHECK_NS / 20000; n++) {
 		int rc = pthread_mutex_trylock(m);
 
 		if (rc != EBUSY)
 			return rc;
-		if (!(n % 2500)) /* about HCA_LOCK_RECHECK_NS */
-			robust_unwedge(m);
 		usleep(20);
 	}
-#endif
-	for (;;) {
-		struct timespec t;
-		int rc;
+	return ETIMEDOUT;
+#else
+	struct timespec t;
 
-		/* timedlock, not clocklock: the sanitizers know it. A step
-		 * of the wall clock only changes one recheck's delay */
-		clock_gettime(CLOCK_REALTIME, &t);
-		t.tv_nsec += (long)HCA_LOCK_RECHECK_NS;
-		if (t.tv_nsec >= 1000000000L) {
-			t.tv_sec++;
-			t.tv_nsec -= 1000000000L;
-		}
-		rc = pthread_mutex_timedlock(m, &t);
+	/* timedlock, not clocklock: the sanitizers know it. A step of the
+	 * wall clock only changes one recheck's delay */
+	clock_gettime(CLOCK_REALTIME, &t);
+	t.tv_nsec += (long)HCA_LOCK_RECHECK_NS;
+	if (t.tv_nsec >= 1000000000L) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000L;
+	}
+	return pthread_mutex_timedlock(m, &t);
+#endif
+}
+
+static int robust_lock(pthread_mutex_t *m)
+{
+	for (;;) {
+		int rc = lock_within_recheck(m);
+
 		if (rc != ETIMEDOUT)
 			return rc;
 		robust_unwedge(m);

@@ -295,17 +295,25 @@ void hca_link_tick(struct hca_dev *dev)
  * see docs/wire.md. Returns its length (0: it cannot be sent) and the
  * UDP port it goes to.
  */
-size_t hca_link_seal(struct hca_dev *dev, uint32_t daddr, uint8_t *pkt, size_t hdr_len,
-		     size_t plen, uint16_t *dport)
+/* The ICRC and lengths sealed, and the packet written to the capture. */
+static size_t seal_captured(struct hca_link *l, uint32_t daddr, uint8_t *pkt,
+			    size_t hdr_len, size_t plen)
 {
-	struct hca_link *l = &dev->link;
 	struct hca_ip4udp ip = { .saddr = l->ip, .daddr = daddr, .sport = l->base,
 				 .dport = l->base };
 	size_t len = hca_wire_seal(pkt, &ip, hdr_len, plen);
 
-	*dport = qpn_port(l, hca_bth_dqpn(pkt));
 	if (len && l->pcap)
 		hca_pcap_write(l->pcap, &ip, pkt, len);
+	return len;
+}
+
+size_t hca_link_seal(struct hca_dev *dev, uint32_t daddr, uint8_t *pkt, size_t hdr_len,
+		     size_t plen, uint16_t *dport)
+{
+	size_t len = seal_captured(&dev->link, daddr, pkt, hdr_len, plen);
+
+	*dport = qpn_port(&dev->link, hca_bth_dqpn(pkt));
 	return len;
 }
 
@@ -373,13 +381,7 @@ int hca_link_send_pair(struct hca_dev *dev, uint32_t daddr, uint8_t *pkt, size_t
 void hca_link_capture(struct hca_dev *dev, uint32_t daddr, uint8_t *pkt, size_t hdr_len,
 		      size_t plen)
 {
-	struct hca_link *l = &dev->link;
-	struct hca_ip4udp ip = { .saddr = l->ip, .daddr = daddr, .sport = l->base,
-				 .dport = l->base };
-	size_t len = hca_wire_seal(pkt, &ip, hdr_len, plen);
-
-	if (len && l->pcap)
-		hca_pcap_write(l->pcap, &ip, pkt, len);
+	seal_captured(&dev->link, daddr, pkt, hdr_len, plen);
 }
 
 /* ---- receiving ---- */
