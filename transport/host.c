@@ -418,9 +418,15 @@ void sib_host_send_done(sib_worker_t *w, struct ibv_wc *wc)
 				dead ? "peer failed" : "sent again");
 		if (dead) {
 			struct sib_ep *ep = r->ep;   /* r may be freed below */
+			char why[96];
 
+			snprintf(why, sizeof(why), "a send ended %s (%s)",
+				 ibv_wc_status_str(wc->status),
+				 wc->status == IBV_WC_REM_INV_REQ_ERR ?
+				 "its receive queue is gone" :
+				 r->resends > 3 ? "4 times" : "its process is dead");
 			sib_send_finished(w, r, SIB_ERR_PEER_FAILED);
-			sib_ep_fail(w, ep);
+			sib_ep_fail(w, ep, why);
 		} else {
 			sib_list_add_tail(&h->retry, &r->qlink);
 		}
@@ -545,7 +551,8 @@ static void hs_timer(sib_worker_t *w, struct sib_host *h, uint64_t now)
 	if (h->hs_ep->failed || h->hs_tries >= HS_TRIES) {
 		/* no answer: that process is gone; try through another */
 		if (!h->hs_ep->failed)
-			sib_ep_fail(w, h->hs_ep);
+			sib_ep_fail(w, h->hs_ep,
+				    "no answer to the connection request in 3 s");
 		host_drop_qps(w, h);
 		h->state = SIB_CONN_IDLE;
 		host_kick(w, h);
@@ -570,7 +577,7 @@ static void liveness(sib_worker_t *w, struct sib_ep *ep, uint64_t now)
 	ep->ping_next_ms = now + PING_MS;
 	if (ep->addr.host == w->ctx->host_key) {
 		if (pid_dead(ep))
-			sib_ep_fail(w, ep);
+			sib_ep_fail(w, ep, "its process is gone");
 		return;
 	}
 	if (!ep->rx_named && !ep->rndv_wait &&
@@ -579,7 +586,7 @@ static void liveness(sib_worker_t *w, struct sib_ep *ep, uint64_t now)
 		return;
 	}
 	if (++ep->ping_missed > PING_MISSES) {
-		sib_ep_fail(w, ep);
+		sib_ep_fail(w, ep, "no answer to 10 pings in 3 s");
 		return;
 	}
 	ping.to_id = ep->id;

@@ -405,7 +405,8 @@ SIB_LOCAL void sib_ud_rx(sib_worker_t *w, struct ibv_wc *wc);
 SIB_LOCAL void sib_hosts_timer(sib_worker_t *w, uint64_t now);
 SIB_LOCAL void sib_hosts_destroy(sib_worker_t *w);
 SIB_LOCAL int sib_ud_setup(sib_worker_t *w);
-SIB_LOCAL void sib_ep_fail(sib_worker_t *w, struct sib_ep *ep);
+SIB_LOCAL void sib_ep_fail(sib_worker_t *w, struct sib_ep *ep,
+			    const char *why);
 SIB_LOCAL int sib_tqps_count(sib_worker_t *w);
 SIB_LOCAL int sib_inline_probe(sib_worker_t *w);
 

@@ -252,7 +252,7 @@ static void recv_finish(sib_worker_t *w, struct sib_request *r, uint32_t src,
 	sib_req_complete(r, len > r->len ? SIB_ERR_TRUNCATED : SIB_OK);
 }
 
-void sib_ep_fail(sib_worker_t *w, struct sib_ep *ep)
+void sib_ep_fail(sib_worker_t *w, struct sib_ep *ep, const char *why)
 {
 	struct sib_mq_recv *mr;
 	sib_link_t *lists[2], *e, *n;
@@ -260,7 +260,7 @@ void sib_ep_fail(sib_worker_t *w, struct sib_ep *ep)
 	if (ep->failed)
 		return;
 	ep->failed = true;
-	sib_log("peer %u failed", ep->id);
+	sib_log("peer %u failed: %s", ep->id, why);
 	if (ep->host) {
 		lists[0] = &ep->host->pending;
 		lists[1] = &ep->host->retry;

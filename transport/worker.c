@@ -383,7 +383,7 @@ static void deaths_take(sib_worker_t *w)
 		struct sib_ep *ep = sib_ep_find(w, ids[i]);
 
 		if (ep && !ep->failed)
-			sib_ep_fail(w, ep);
+			sib_ep_fail(w, ep, "the launcher reports it ended");
 	}
 }
 
