@@ -29,10 +29,8 @@
 #define UD_NRECV 64
 #define UD_NSEND 64
 #define HS_RETRY_MS 200
-#define HS_TRIES 15            /* 3 s without an answer: the peer is gone */
 #define HOST_WINDOW 256        /* WRs in flight per send QP */
 #define PING_MS 300
-#define PING_MISSES 10
 
 static const int mask_init = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
 			     IBV_QP_ACCESS_FLAGS;
@@ -322,6 +320,7 @@ static void host_connect(sib_worker_t *w, struct sib_host *h)
 	}
 	h->hs_ep = ep;
 	h->hs_tries = 0;
+	h->hs_start_ms = sib_now_ms();
 	h->token = ++w->token_next;
 	h->state = SIB_CONN_WAIT_REP;
 	hs_request(w, h);
@@ -388,6 +387,44 @@ static bool pid_dead(const struct sib_ep *ep)
 	return kill((pid_t)ep->addr.pid, 0) && errno == ESRCH;
 }
 
+/*
+ * A send broke its QP (not a flush): is its receiver gone?  An SRQ the far
+ * domain does not know is a process that left.  On this host the pid
+ * answers at once.  On another host a broken send proves nothing by
+ * itself: its receiver may only have been starved of CPU past the retry
+ * timer (2 cores, many busy-polling ranks); the send goes again over a new
+ * connection until it has been undeliverable for the peer timeout.
+ */
+static bool send_broke_fatal(sib_worker_t *w, struct sib_host *h,
+			     struct sib_request *r, enum ibv_wc_status st,
+			     char *why, size_t len)
+{
+	uint64_t now = sib_now_ms();
+
+	snprintf(why, len, "a send ended %s 4 times", ibv_wc_status_str(st));
+	if (st == IBV_WC_REM_INV_REQ_ERR) {
+		snprintf(why, len, "a send ended %s: its receive queue is gone",
+			 ibv_wc_status_str(st));
+		return true;
+	}
+	if (h->local) {
+		if (pid_dead(r->ep)) {
+			snprintf(why, len, "a send ended %s: its process is gone",
+				 ibv_wc_status_str(st));
+			return true;
+		}
+		return ++r->resends > 3;
+	}
+	r->resends++;
+	if (!r->broken_ms)
+		r->broken_ms = now;
+	if (now - r->broken_ms < w->peer_timeout_ms)
+		return false;
+	snprintf(why, len, "a send undeliverable for %u ms (%d tries, last %s)",
+		 w->peer_timeout_ms, r->resends, ibv_wc_status_str(st));
+	return true;
+}
+
 void sib_host_send_done(sib_worker_t *w, struct ibv_wc *wc)
 {
 	struct sib_request *r = (struct sib_request *)(uintptr_t)wc->wr_id;
@@ -407,24 +444,16 @@ void sib_host_send_done(sib_worker_t *w, struct ibv_wc *wc)
 		/* an RDMA or atomic refused by the target (rma.c completed
 		 * it): the peer is alive; the QP is recovered below */
 	} else if (wc->status != IBV_WC_WR_FLUSH_ERR) {
-		/* the WR that broke the QP: is its receiver gone?  An SRQ
-		 * the far domain does not know is a process that left. */
-		dead = wc->status == IBV_WC_REM_INV_REQ_ERR ||
-		       (h->local && pid_dead(r->ep)) || ++r->resends > 3;
+		char why[128];
+
+		dead = send_broke_fatal(w, h, r, wc->status, why, sizeof(why));
 		if (getenv("SIB_DEBUG"))
-			sib_log("send to %u: %s (pid %s), %s", r->ep->id,
+			sib_log("send to %u: %s, %s", r->ep->id,
 				ibv_wc_status_str(wc->status),
-				pid_dead(r->ep) ? "dead" : "alive",
 				dead ? "peer failed" : "sent again");
 		if (dead) {
 			struct sib_ep *ep = r->ep;   /* r may be freed below */
-			char why[96];
 
-			snprintf(why, sizeof(why), "a send ended %s (%s)",
-				 ibv_wc_status_str(wc->status),
-				 wc->status == IBV_WC_REM_INV_REQ_ERR ?
-				 "its receive queue is gone" :
-				 r->resends > 3 ? "4 times" : "its process is dead");
 			sib_send_finished(w, r, SIB_ERR_PEER_FAILED);
 			sib_ep_fail(w, ep, why);
 		} else {
@@ -548,11 +577,11 @@ static void hs_timer(sib_worker_t *w, struct sib_host *h, uint64_t now)
 	}
 	if (h->state != SIB_CONN_WAIT_REP || now < h->hs_next_ms)
 		return;
-	if (h->hs_ep->failed || h->hs_tries >= HS_TRIES) {
+	if (h->hs_ep->failed || now - h->hs_start_ms >= w->peer_timeout_ms) {
 		/* no answer: that process is gone; try through another */
 		if (!h->hs_ep->failed)
-			sib_ep_fail(w, h->hs_ep,
-				    "no answer to the connection request in 3 s");
+			sib_ep_fail(w, h->hs_ep, "a connection request "
+				    "unanswered for the peer timeout");
 		host_drop_qps(w, h);
 		h->state = SIB_CONN_IDLE;
 		host_kick(w, h);
@@ -565,8 +594,11 @@ static void hs_timer(sib_worker_t *w, struct sib_host *h, uint64_t now)
  * Is a peer still there?  On my host, kill(pid, 0) answers at once and
  * costs one system call: every known peer is checked.  On another host a
  * UD ping, only toward peers I wait for (a receive naming them, or
- * wildcard receives while they have talked to me): 10 pings unanswered,
- * 3 s, and the peer has failed.  Under PMIx, its events say it sooner.
+ * wildcard receives while they have talked to me): pings unanswered for
+ * the peer timeout (10 s by default), and the peer has failed.  A process
+ * starved of CPU for a second or two answers late, not never: a shorter
+ * timeout failed live peers of 6 busy-polling ranks on 2 cores.  Under
+ * PMIx, its events say a death sooner.
  */
 static void liveness(sib_worker_t *w, struct sib_ep *ep, uint64_t now)
 {
@@ -585,8 +617,8 @@ static void liveness(sib_worker_t *w, struct sib_ep *ep, uint64_t now)
 		ep->ping_missed = 0;
 		return;
 	}
-	if (++ep->ping_missed > PING_MISSES) {
-		sib_ep_fail(w, ep, "no answer to 10 pings in 3 s");
+	if (++ep->ping_missed > (int)(w->peer_timeout_ms / PING_MS)) {
+		sib_ep_fail(w, ep, "pings unanswered for the peer timeout");
 		return;
 	}
 	ping.to_id = ep->id;
@@ -615,7 +647,8 @@ void sib_hosts_cm(sib_worker_t *w)
 		    !sib_list_empty(&h->pending))
 			host_kick(w, h);
 		else if (h->state == SIB_CONN_WAIT_REP && now >= h->hs_next_ms &&
-			 !h->hs_ep->failed && h->hs_tries < HS_TRIES)
+			 !h->hs_ep->failed &&
+			 now - h->hs_start_ms < w->peer_timeout_ms)
 			hs_request(w, h);
 	}
 }
