@@ -199,6 +199,26 @@ static struct ibv_qp *send_qp_create(sib_worker_t *w)
 	return qp;
 }
 
+/*
+ * The send QPs' ACK timeout (4.096 us * 2^t, retry_cnt 7: 8 periods before
+ * IBV_WC_RETRY_EXC_ERR): the largest whose 8 periods fit in the peer
+ * timeout (10 s: t = 18, 1.07 s a period).  A lost packet does not wait
+ * for it (the device resends after a few measured round trips); only a
+ * receiver that answers nothing does: a software HCA's receiver is a
+ * process, and one starved of CPU on a loaded host answered nothing for
+ * the 0.54 s of timeout 14 now and then, which broke the QP (and resent
+ * requests whose first try may have been executed).
+ */
+static uint8_t send_qp_timeout(const sib_worker_t *w)
+{
+	uint64_t budget_ns = (uint64_t)w->peer_timeout_ms * 1000000ULL;
+
+	for (uint8_t t = 24; t > 14; t--)
+		if ((4096ULL << t) * 8 <= budget_ns)
+			return t;
+	return 14;
+}
+
 static int send_qp_connect(sib_worker_t *w, struct ibv_qp *qp, uint32_t dqpn,
 			   uint32_t psn, const uint8_t gid[16], uint16_t lid)
 {
@@ -211,7 +231,8 @@ static int send_qp_connect(sib_worker_t *w, struct ibv_qp *qp, uint32_t dqpn,
 			  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN))
 		return -1;
 	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTS, .sq_psn = psn,
-				  .timeout = 14, .retry_cnt = 7, .rnr_retry = 7,
+				  .timeout = send_qp_timeout(w), .retry_cnt = 7,
+				  .rnr_retry = 7,
 				  .max_rd_atomic = (uint8_t)sib_rd_atomic(w) };
 	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN |
 			     IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
@@ -440,9 +461,11 @@ void sib_host_send_done(sib_worker_t *w, struct ibv_wc *wc)
 		return;
 	}
 	h->state = SIB_CONN_DRAIN;
-	if (sib_rdma_access_error(w, r, wc->status)) {
-		/* an RDMA or atomic refused by the target (rma.c completed
-		 * it): the peer is alive; the QP is recovered below */
+	if (sib_rdma_access_error(w, r, wc->status) ||
+	    sib_rdma_outcome_lost(w, r, wc->status)) {
+		/* an RDMA or atomic refused by the target, or an atomic that
+		 * must not go twice (rma.c completed it): the QP is recovered
+		 * below */
 	} else if (wc->status != IBV_WC_WR_FLUSH_ERR) {
 		char why[128];
 

@@ -479,6 +479,8 @@ SIB_LOCAL int sib_rdma_post(sib_worker_t *w, struct sib_host *h,
 			    struct sib_request *r);
 SIB_LOCAL bool sib_rdma_access_error(sib_worker_t *w, struct sib_request *r,
 				     enum ibv_wc_status s);
+SIB_LOCAL bool sib_rdma_outcome_lost(sib_worker_t *w, struct sib_request *r,
+				     enum ibv_wc_status s);
 SIB_LOCAL int sib_rd_atomic(sib_worker_t *w);
 SIB_LOCAL int sib_rma_init(sib_worker_t *w);
 SIB_LOCAL void sib_rma_fini(sib_worker_t *w);
