@@ -312,6 +312,23 @@ static struct sib_ep *hs_partner(struct sib_host *h)
 
 static void host_kick(sib_worker_t *w, struct sib_host *h);
 
+/*
+ * A starting PSN per connection, different across connections and
+ * incarnations (the spec asks for it: a stale packet of an old QP must
+ * not fall inside a new one's window): the worker's counter mixed with
+ * the clock and the pid, without touching the application's rand() state.
+ */
+static uint32_t psn_pick(sib_worker_t *w)
+{
+	uint64_t x = ((uint64_t)getpid() << 32) ^ sib_now_ms() ^
+		     ((uint64_t)++w->token_next * 0x9e3779b97f4a7c15ULL);
+
+	x ^= x >> 29;
+	x *= 0xbf58476d1ce4e5b9ULL;
+	x ^= x >> 32;
+	return (uint32_t)(x & 0xffffff);
+}
+
 static void host_connect(sib_worker_t *w, struct sib_host *h)
 {
 	struct sib_ep *ep = hs_partner(h);
@@ -326,7 +343,7 @@ static void host_connect(sib_worker_t *w, struct sib_host *h)
 	w->send_qps++;
 	if (w->send_qps > w->c.send_qps_max)
 		w->c.send_qps_max = w->send_qps;
-	h->psn = (uint32_t)(rand() & 0xffffff);
+	h->psn = psn_pick(w);
 	if (h->local) {
 		h->tqp = recv_qp_create(w, h->sqp->qp_num, h->psn, w->gid.raw,
 					w->port.lid);
