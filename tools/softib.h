@@ -53,6 +53,11 @@ struct table {
 	size_t nrow, cap;
 };
 
+/* A table of the columns of array cols: as many cells a row as it has
+ * columns (a count written by hand once fell one short, and the last
+ * column's cells overran the rows). */
+#define TABLE(cols) { (cols), (int)(sizeof(cols) / sizeof((cols)[0])), NULL, 0, 0 }
+
 /* Start a new row; cells are then set with cell(). */
 size_t row_add(struct table *t);
 __attribute__((format(printf, 4, 5)))

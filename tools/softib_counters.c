@@ -44,8 +44,8 @@ static const struct col link_cols[] = {
 
 void show_counters(const struct view *v)
 {
-	struct table t = { cnt_cols, 13, NULL, 0, 0 };
-	struct table l = { link_cols, 12, NULL, 0, 0 };
+	struct table t = TABLE(cnt_cols);
+	struct table l = TABLE(link_cols);
 
 	FOR_EACH_QP_ENT(v, e) {
 		uint32_t qpn = atomic_load_explicit(&e->qpn, memory_order_acquire);

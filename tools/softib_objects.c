@@ -141,7 +141,7 @@ static void proc_row(struct table *t, const struct hca_proc *p, int slot,
 
 void show_procs(const struct view *v)
 {
-	struct table t = { proc_cols, 9, NULL, 0, 0 };
+	struct table t = TABLE(proc_cols);
 	struct counts *c = malloc(sizeof(*c));
 
 	if (!c) {
@@ -231,7 +231,7 @@ static void qp_row(struct table *t, const struct view *v,
 
 void show_qps(const struct view *v)
 {
-	struct table t = { qp_cols, 11, NULL, 0, 0 };
+	struct table t = TABLE(qp_cols);
 
 	FOR_EACH_QP_ENT(v, e) {
 		uint32_t qpn = atomic_load_explicit(&e->qpn, memory_order_acquire);
@@ -275,7 +275,7 @@ static void srq_row(struct table *t, const struct view *v, uint32_t idx,
 
 void show_srqs(const struct view *v)
 {
-	struct table t = { srq_cols, 9, NULL, 0, 0 };
+	struct table t = TABLE(srq_cols);
 
 	for (uint32_t i = 0; i < HCA_MAX_SRQ; i++) {
 		const struct hca_srq_ent *e = &v->seg->srqs[i];
@@ -321,7 +321,7 @@ static void cq_row(struct table *t, const struct view *v, uint32_t idx,
 
 void show_cqs(const struct view *v)
 {
-	struct table t = { cq_cols, 7, NULL, 0, 0 };
+	struct table t = TABLE(cq_cols);
 
 	for (uint32_t i = 0; i < HCA_MAX_CQ; i++) {
 		const struct hca_cq_ent *e = &v->seg->cqs[i];
@@ -360,7 +360,7 @@ static void mr_row(struct table *t, const struct view *v,
 
 void show_mrs(const struct view *v)
 {
-	struct table t = { mr_cols, 7, NULL, 0, 0 };
+	struct table t = TABLE(mr_cols);
 
 	for (uint32_t i = 0; i < HCA_MAX_MR; i++) {
 		const struct hca_mr_ent *e = &v->seg->mrs[i];
@@ -403,7 +403,7 @@ static void xrcd_row(struct table *t, const struct view *v, uint32_t idx,
 
 void show_xrcds(const struct view *v)
 {
-	struct table t = { xrcd_cols, 4, NULL, 0, 0 };
+	struct table t = TABLE(xrcd_cols);
 
 	for (uint32_t i = 0; i < HCA_MAX_XRCD; i++) {
 		const struct hca_xrcd_ent *x = &v->seg->xrcds[i];
