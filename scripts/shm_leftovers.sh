@@ -72,7 +72,12 @@ sib_shm_clean() {
 		name=${f##*/}
 		sib_shm_new "$name" || continue
 		case $name in
-		softib-*.lock) ;; # with its segment
+		softib-*.lock)
+			# with its segment; alone when a script removed that
+			tag=$(cut -d- -f5- <<<"${name%.lock}")
+			[ ! -e "${f%.lock}" ] && [[ $tag == "$SIB_SHM_TAG"* ]] &&
+				flock -x -n "$f" rm -f -- "$f" 2>/dev/null
+			;;
 		softib-*)
 			# softib-<uid>-<netns>-v<layout>[-<tag>]
 			tag=$(cut -d- -f5- <<<"$name")

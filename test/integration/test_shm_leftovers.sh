@@ -5,7 +5,8 @@
 #   - libsib stats files of a dead process: removed (any tag); of a live
 #     one: kept;
 #   - a softib segment of the script's tag made during the run: removed
-#     with its lock file, unless a process holds the lock (maps it);
+#     with its lock file, unless a process holds the lock (maps it); a
+#     lock file whose segment the script removed itself: removed;
 #   - an XRC domain file of the script's tag: removed, unless open;
 #   - files of another tag, and what was there before the run: kept.
 cd "$(dirname "$0")/../.." || exit 1
@@ -34,6 +35,7 @@ done
 SOFTIB_SEG_TAG=$base bash -c '
 	. test/integration/lib.sh
 	uid=$(id -u)
+	: >"/dev/shm/softib-$uid-1-v0.0-${SOFTIB_SEG_TAG}y.lock" # its segment gone
 	for t in "$SOFTIB_SEG_TAG" "${SOFTIB_SEG_TAG}x" "$0"; do
 		: >"/dev/shm/softib-$uid-1-v0.0-$t"
 		: >"/dev/shm/softib-$uid-1-v0.0-$t.lock"
@@ -56,6 +58,7 @@ check "a segment of the run's tag: removed" gone "$(seg "$base")"
 check "... its lock file too" gone "$(seg "$base").lock"
 check "... and of a tag it made from it: removed" gone "$(seg "${base}x")"
 check "... with its lock file" gone "$(seg "${base}x").lock"
+check "a lock file whose segment is gone: removed" gone "$(seg "${base}y").lock"
 check "a segment whose lock a process holds: kept" there "$held"
 check "a segment of another tag: kept" there "$(seg "$other")"
 check "a segment there before the run: kept" there "$before"
