@@ -88,25 +88,38 @@ static void print_port(const struct hca_host_net *net, __be64 guid)
 	print_iface(net);
 }
 
+/* The layout part of a segment name after prefix: "v<version>.<size>". */
+static size_t layout_len(const char *name, size_t n)
+{
+	return name[n] == '-' ? strcspn(name + n + 1, "-") : 0;
+}
+
 /*
  * Segments of this user and host made by other softib builds (another
  * layout, so another name): their processes run a library other than the
- * one this tool was built with. Named only, never read.
+ * one this tool was built with. Named only, never read. Not listed: the
+ * lock files beside segments, and segments of this build under another
+ * SOFTIB_SEG_TAG (the same library, another group of processes).
  */
 static void print_other_segments(const char *ours)
 {
 	char prefix[64];
 	struct dirent *de;
 	DIR *d = opendir("/dev/shm");
-	size_t n;
+	size_t n, len, our_len;
 
 	if (!d)
 		return;
 	n = (size_t)snprintf(prefix, sizeof(prefix), "softib-%u-%lu",
 			     (unsigned)getuid(), netns_ino());
+	our_len = layout_len(ours + 1, n);
 	while ((de = readdir(d))) {
-		if (strncmp(de->d_name, prefix, n) ||
-		    (de->d_name[n] && de->d_name[n] != '-') || !strcmp(de->d_name, ours + 1))
+		len = strlen(de->d_name);
+		if (strncmp(de->d_name, prefix, n) || de->d_name[n] != '-' ||
+		    (len > 5 && !strcmp(de->d_name + len - 5, ".lock")))
+			continue;
+		if (layout_len(de->d_name, n) == our_len &&
+		    !strncmp(de->d_name + n, ours + 1 + n, our_len + 1))
 			continue;
 		printf("other segment   /%s (another softib build: not read)\n", de->d_name);
 	}
