@@ -314,10 +314,10 @@ static int chan_sleep(struct hca_chan *ch, enum chan_state *chan_ready)
  * which says at once whether the channel has something, so the recv
  * that used to come first found nothing in every round trip of an
  * event-driven ping-pong (one system call of about six: see
- * docs/udp-link-performance.md). chan_ready: the channel may hold a
- * datagram (not known, or poll said so); false right after a sleep that
- * the link alone ended (the event is then handed over in memory:
- * tls_sleeping).
+ * docs/udp-link-performance.md). chan_ready: CHAN_MAYBE (not known),
+ * CHAN_READY (poll said readable), CHAN_EMPTY (a recv found nothing, or
+ * a sleep that the link alone ended: the event is then handed over in
+ * memory, tls_sleeping).
  */
 int hca_chan_get_event(struct hca_chan *ch, void **cq_user)
 {
