@@ -248,6 +248,20 @@ static bool chan_signal_local(struct hca_dev *dev, uint16_t owner, uint32_t owne
 	       chan == tls_sleeping->id;
 }
 
+/* What the channel socket may hold (hca_chan_get_event). */
+enum chan_state { CHAN_EMPTY, CHAN_MAYBE, CHAN_READY };
+
+/* One datagram off the channel, if one is queued: 0, or the errno. */
+static int chan_recv(struct hca_chan *ch, bool *got)
+{
+	struct chan_msg m;
+	ssize_t n = hca_sock_recv_checked(ch->fd, &m, sizeof(m), MSG_DONTWAIT,
+					  hca_dev_foreign_counter(ch->ctx->dev));
+
+	*got = n >= 0;
+	return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR ? errno : 0;
+}
+
 /*
  * Nothing on the channel: sleep until something comes, on the channel
  * and, when this process has QPs on the UDP link, on the link socket
@@ -256,11 +270,12 @@ static bool chan_signal_local(struct hca_dev *dev, uint16_t owner, uint32_t owne
  * here; a completion it makes is found by the caller's next look.
  * ACKs still owed go before we sleep: nothing would send them meanwhile,
  * and the peer's send would wait for them.
- * Returns 0 or an errno (EAGAIN: the channel is non-blocking);
- * *chan_ready says whether the channel's fd was readable at the wake-up
- * (if not, its next recv would find nothing: the caller skips it).
+ * Returns 0 or an errno (EAGAIN: the channel is non-blocking and empty;
+ * -1: non-blocking, and it may hold a datagram); *chan_ready says whether
+ * the channel's fd was readable at the wake-up (if not, a recv would
+ * find nothing: the caller skips it).
  */
-static int chan_sleep(struct hca_chan *ch, bool *chan_ready)
+static int chan_sleep(struct hca_chan *ch, enum chan_state *chan_ready)
 {
 	struct hca_dev *dev = ch->ctx->dev;
 	struct pollfd p[1 + CHAN_SLEEP_LINK_FDS] = { { .fd = ch->fd, .events = POLLIN } };
@@ -268,14 +283,14 @@ static int chan_sleep(struct hca_chan *ch, bool *chan_ready)
 	bool link, woke = false;
 
 	if (fl >= 0 && (fl & O_NONBLOCK))
-		return EAGAIN;
+		return *chan_ready != CHAN_EMPTY ? -1 : EAGAIN; /* hca_chan_get_event */
 	hca_progress(dev, HCA_PROGRESS_ACKS_ALL | HCA_PROGRESS_WAIT);
 	link = hca_dev_link_sleep_begin(dev);
 	if (link)
 		n = hca_progress_sleep_fds(dev, p + 1, CHAN_SLEEP_LINK_FDS, per);
 	if (poll(p, 1 + (nfds_t)n, -1) < 0)
 		rc = errno; /* EINTR too, as a blocking read of the channel says */
-	*chan_ready = rc || p[0].revents;
+	*chan_ready = rc || p[0].revents ? CHAN_READY : CHAN_EMPTY;
 	if (link) {
 		for (int i = 1; i <= n; i++)
 			woke |= p[i].revents != 0;
@@ -289,32 +304,36 @@ static int chan_sleep(struct hca_chan *ch, bool *chan_ready)
 	return rc;
 }
 
+/*
+ * Events are in memory (each CQ's ev_pending, set before the datagram
+ * that says so is sent): the channel socket is only the wake-up. A
+ * datagram is taken with each event delivered, so that the socket holds
+ * about as many as there are events owed and an application polling the
+ * fd sees it readable only then. It is taken after the event is found,
+ * not looked for before: a thread that finds no event sleeps in poll(),
+ * which says at once whether the channel has something, so the recv
+ * that used to come first found nothing in every round trip of an
+ * event-driven ping-pong (one system call of about six: see
+ * docs/udp-link-performance.md). chan_ready: CHAN_MAYBE (not known),
+ * CHAN_READY (poll said readable), CHAN_EMPTY (a recv found nothing, or
+ * a sleep that the link alone ended: the event is then handed over in
+ * memory, tls_sleeping).
+ */
 int hca_chan_get_event(struct hca_chan *ch, void **cq_user)
 {
-	struct chan_msg m;
-	bool chan_ready = true;
+	enum chan_state chan_ready = CHAN_MAYBE;
 
 	for (;;) {
-		/* a datagram is taken with each event, so that the socket
-		 * holds about as many as there are events owed; not looked
-		 * for right after a sleep that the link alone ended (the
-		 * event is then handed over in memory: tls_sleeping) — a
-		 * datagram come since would end the next sleep at once */
-		ssize_t n = -1;
-		int rc = EAGAIN;
-		struct hca_cq *cq;
+		struct hca_cq *cq = chan_take(ch);
+		bool got = false;
+		int rc;
 
-		if (chan_ready) {
-			n = hca_sock_recv_checked(ch->fd, &m, sizeof(m), MSG_DONTWAIT,
-						  hca_dev_foreign_counter(ch->ctx->dev));
-			rc = n < 0 ? errno : 0;
-		}
-		chan_ready = true;
-
-		if (rc && rc != EAGAIN && rc != EWOULDBLOCK && rc != EINTR)
-			return rc;
-		cq = chan_take(ch);
 		if (cq) {
+			/* its datagram, if it is there; an error here is the
+			 * next call's to report */
+			if (chan_ready != CHAN_EMPTY)
+				chan_recv(ch, &got);
+			chan_ready = got ? CHAN_MAYBE : CHAN_EMPTY;
 			/*
 			 * Completions that raised an event may have been polled
 			 * already (work done inside post_send completes before
@@ -331,9 +350,28 @@ int hca_chan_get_event(struct hca_chan *ch, void **cq_user)
 			*cq_user = cq->user;
 			return 0;
 		}
-		if (n >= 0 || rc == EINTR)
-			continue; /* a stale hint: look again */
+		if (chan_ready == CHAN_READY) {
+			/* poll said readable and no event came with it: a
+			 * stale hint, taken (else poll would end at once) */
+			rc = chan_recv(ch, &got);
+			if (rc)
+				return rc;
+			chan_ready = got ? CHAN_MAYBE : CHAN_EMPTY;
+			continue;
+		}
 		rc = chan_sleep(ch, &chan_ready);
+		if (rc < 0) {
+			/* a non-blocking channel that may hold a datagram:
+			 * taken (the fd must not stay readable with no event
+			 * for it), and its event looked for */
+			rc = chan_recv(ch, &got);
+			if (rc)
+				return rc;
+			chan_ready = CHAN_EMPTY;
+			if (got)
+				continue;
+			rc = EAGAIN;
+		}
 		if (rc)
 			return rc;
 	}

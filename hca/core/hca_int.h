@@ -96,6 +96,10 @@ struct hca_link {
 	/* QPs owing a deferred ACK (udp_resp.c), under rx_lock */
 	struct hca_qp *owed[HCA_OWED_MAX];
 	_Atomic int nowed;      /* written under rx_lock, peeked without it */
+	/* one of them may owe an asked ACK: set (under rx_lock) when one is
+	 * owed, cleared by a flush (under rx_lock) that leaves none; peeked
+	 * without the lock by a poll that found nothing (udp_ack.c), relaxed */
+	_Atomic bool acks_asked;
 };
 
 /*
