@@ -211,6 +211,10 @@ static int params_resolve(sib_context_t *c, const struct sib_context_params *p)
 		return -1;
 	}
 	c->short_max = v;
+	/* 1: every send signalled (as before 2026-11-25), for A/B runs */
+	c->signal_every = SIB_SIGNAL_EVERY;
+	if (env_u32("SIB_SIGNAL_EVERY", 1, 64, &c->signal_every))
+		return -1;
 	if (p && (p->thread_mode != SIB_THREAD_SINGLE &&
 		  p->thread_mode != SIB_THREAD_MULTI))
 		return -1;
