@@ -91,6 +91,9 @@ struct sib_hdr {
 /* at least one in this many short sends in a row is signalled (proto.c);
  * the SIB_SIGNAL_EVERY key, 1..64 */
 #define SIB_SIGNAL_EVERY 16
+/* a waiting request spins this long (us) after the last event before it
+ * yields the core every 64 empty polls (tag.c); the SIB_SPIN_US key */
+#define SIB_SPIN_US 50
 
 /* ---- the UD handshake ---- */
 enum sib_hs_type { SIB_HS_REQ = 1, SIB_HS_REP = 2, SIB_HS_PING = 3,
@@ -137,6 +140,7 @@ struct sib_context {
 	struct sib_class_param classes[SIB_MAX_CLASSES];
 	uint32_t short_max;      /* 0: short protocol off */
 	uint32_t signal_every;   /* SIB_SIGNAL_EVERY key (proto.c) */
+	uint32_t spin_us;        /* SIB_SPIN_US key: spin before yielding (tag.c) */
 	sib_thread_mode_t thread_mode;
 	sib_progress_mode_t progress_mode;
 	void *topo;              /* hwloc_topology_t, NULL if it failed */

@@ -684,13 +684,13 @@ SIB_API sib_status_t sib_request_test(sib_request_t *r, struct sib_tag_status *s
 }
 
 /*
- * Polling: spin for SPIN_US after the last event, then yield the core
+ * Polling: spin for spin_us (SIB_SPIN_US, default 50) after the last
+ * event, then yield the core
  * every 64 empty polls (others may need it to answer: the peer on an
  * oversubscribed host, softib's progress thread). Yielding after a count
  * of polls instead (64, ~2 us) gave the core away inside every
  * intra-host round trip on a loaded machine (docs/transport.md).
  */
-#define SPIN_US 50
 
 SIB_API sib_status_t sib_request_wait(sib_request_t *r, struct sib_tag_status *st)
 {
@@ -711,7 +711,7 @@ SIB_API sib_status_t sib_request_wait(sib_request_t *r, struct sib_tag_status *s
 
 			if (idle == 64)
 				since = now;
-			else if (now - since >= SPIN_US)
+			else if (now - since >= r->w->ctx->spin_us)
 				sched_yield();
 		}
 	}

@@ -143,6 +143,8 @@ static void test_params(void)
 	CU_ASSERT_EQUAL(env_try("SIB_SIGNAL_EVERY", "0"), SIB_ERR_INVALID_PARAM);
 	CU_ASSERT_EQUAL(env_try("SIB_SIGNAL_EVERY", "65"), SIB_ERR_INVALID_PARAM);
 	CU_ASSERT_EQUAL(env_try("SIB_SIGNAL_EVERY", "1"), SIB_OK);
+	CU_ASSERT_EQUAL(env_try("SIB_SPIN_US", "x"), SIB_ERR_INVALID_PARAM);
+	CU_ASSERT_EQUAL(env_try("SIB_SPIN_US", "0"), SIB_OK);
 	unsetenv("SIB_QUIET");
 }
 
