@@ -91,7 +91,10 @@ static mca_btl_base_module_t **softib_init(int *num, bool progress_threads,
 {
 	mca_btl_softib_component_t *c = &mca_btl_softib_component;
 	struct sib_context_params cp = { 0 };
-	struct sib_worker_params wp = { 0 };
+	/* a rank that dies takes the job down through mpirun: a peer on
+	 * another host is failed by libsib only after 30 s unreachable, so
+	 * that ranks starved of CPU on an oversubscribed host are not */
+	struct sib_worker_params wp = { .peer_timeout_ms = 30000 };
 	mca_btl_base_module_t **mods = NULL;
 	void *addr = NULL;
 	size_t alen = 0;

@@ -29,10 +29,8 @@
 #define UD_NRECV 64
 #define UD_NSEND 64
 #define HS_RETRY_MS 200
-#define HS_TRIES 15            /* 3 s without an answer: the peer is gone */
 #define HOST_WINDOW 256        /* WRs in flight per send QP */
 #define PING_MS 300
-#define PING_MISSES 10
 
 static const int mask_init = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
 			     IBV_QP_ACCESS_FLAGS;
@@ -201,6 +199,26 @@ static struct ibv_qp *send_qp_create(sib_worker_t *w)
 	return qp;
 }
 
+/*
+ * The send QPs' ACK timeout (4.096 us * 2^t, retry_cnt 7: 8 periods before
+ * IBV_WC_RETRY_EXC_ERR): the largest whose 8 periods fit in the peer
+ * timeout (10 s: t = 18, 1.07 s a period).  A lost packet does not wait
+ * for it (the device resends after a few measured round trips); only a
+ * receiver that answers nothing does: a software HCA's receiver is a
+ * process, and one starved of CPU on a loaded host answered nothing for
+ * the 0.54 s of timeout 14 now and then, which broke the QP (and resent
+ * requests whose first try may have been executed).
+ */
+static uint8_t send_qp_timeout(const sib_worker_t *w)
+{
+	uint64_t budget_ns = (uint64_t)w->peer_timeout_ms * 1000000ULL;
+
+	for (uint8_t t = 24; t > 14; t--)
+		if ((4096ULL << t) * 8 <= budget_ns)
+			return t;
+	return 14;
+}
+
 static int send_qp_connect(sib_worker_t *w, struct ibv_qp *qp, uint32_t dqpn,
 			   uint32_t psn, const uint8_t gid[16], uint16_t lid)
 {
@@ -213,7 +231,8 @@ static int send_qp_connect(sib_worker_t *w, struct ibv_qp *qp, uint32_t dqpn,
 			  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN))
 		return -1;
 	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTS, .sq_psn = psn,
-				  .timeout = 14, .retry_cnt = 7, .rnr_retry = 7,
+				  .timeout = send_qp_timeout(w), .retry_cnt = 7,
+				  .rnr_retry = 7,
 				  .max_rd_atomic = (uint8_t)sib_rd_atomic(w) };
 	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN |
 			     IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
@@ -293,6 +312,23 @@ static struct sib_ep *hs_partner(struct sib_host *h)
 
 static void host_kick(sib_worker_t *w, struct sib_host *h);
 
+/*
+ * A starting PSN per connection, different across connections and
+ * incarnations (the spec asks for it: a stale packet of an old QP must
+ * not fall inside a new one's window): the worker's counter mixed with
+ * the clock and the pid, without touching the application's rand() state.
+ */
+static uint32_t psn_pick(sib_worker_t *w)
+{
+	uint64_t x = ((uint64_t)getpid() << 32) ^ sib_now_ms() ^
+		     ((uint64_t)++w->token_next * 0x9e3779b97f4a7c15ULL);
+
+	x ^= x >> 29;
+	x *= 0xbf58476d1ce4e5b9ULL;
+	x ^= x >> 32;
+	return (uint32_t)(x & 0xffffff);
+}
+
 static void host_connect(sib_worker_t *w, struct sib_host *h)
 {
 	struct sib_ep *ep = hs_partner(h);
@@ -307,7 +343,7 @@ static void host_connect(sib_worker_t *w, struct sib_host *h)
 	w->send_qps++;
 	if (w->send_qps > w->c.send_qps_max)
 		w->c.send_qps_max = w->send_qps;
-	h->psn = (uint32_t)(rand() & 0xffffff);
+	h->psn = psn_pick(w);
 	if (h->local) {
 		h->tqp = recv_qp_create(w, h->sqp->qp_num, h->psn, w->gid.raw,
 					w->port.lid);
@@ -322,6 +358,7 @@ static void host_connect(sib_worker_t *w, struct sib_host *h)
 	}
 	h->hs_ep = ep;
 	h->hs_tries = 0;
+	h->hs_start_ms = sib_now_ms();
 	h->token = ++w->token_next;
 	h->state = SIB_CONN_WAIT_REP;
 	hs_request(w, h);
@@ -415,6 +452,44 @@ static void host_ahead_done(sib_worker_t *w, struct sib_host *h,
 	}
 }
 
+/*
+ * A send broke its QP (not a flush): is its receiver gone?  An SRQ the far
+ * domain does not know is a process that left.  On this host the pid
+ * answers at once.  On another host a broken send proves nothing by
+ * itself: its receiver may only have been starved of CPU past the retry
+ * timer (2 cores, many busy-polling ranks); the send goes again over a new
+ * connection until it has been undeliverable for the peer timeout.
+ */
+static bool send_broke_fatal(sib_worker_t *w, struct sib_host *h,
+			     struct sib_request *r, enum ibv_wc_status st,
+			     char *why, size_t len)
+{
+	uint64_t now = sib_now_ms();
+
+	snprintf(why, len, "a send ended %s 4 times", ibv_wc_status_str(st));
+	if (st == IBV_WC_REM_INV_REQ_ERR) {
+		snprintf(why, len, "a send ended %s: its receive queue is gone",
+			 ibv_wc_status_str(st));
+		return true;
+	}
+	if (h->local) {
+		if (pid_dead(r->ep)) {
+			snprintf(why, len, "a send ended %s: its process is gone",
+				 ibv_wc_status_str(st));
+			return true;
+		}
+		return ++r->resends > 3;
+	}
+	r->resends++;
+	if (!r->broken_ms)
+		r->broken_ms = now;
+	if (now - r->broken_ms < w->peer_timeout_ms)
+		return false;
+	snprintf(why, len, "a send undeliverable for %u ms (%d tries, last %s)",
+		 w->peer_timeout_ms, r->resends, ibv_wc_status_str(st));
+	return true;
+}
+
 void sib_host_send_done(sib_worker_t *w, struct ibv_wc *wc)
 {
 	struct sib_request *r = (struct sib_request *)(uintptr_t)wc->wr_id;
@@ -431,28 +506,22 @@ void sib_host_send_done(sib_worker_t *w, struct ibv_wc *wc)
 		return;
 	}
 	h->state = SIB_CONN_DRAIN;
-	if (sib_rdma_access_error(w, r, wc->status)) {
-		/* an RDMA or atomic refused by the target (rma.c completed
-		 * it): the peer is alive; the QP is recovered below */
+	if (sib_rdma_access_error(w, r, wc->status) ||
+	    sib_rdma_outcome_lost(w, r, wc->status)) {
+		/* an RDMA or atomic refused by the target, or an atomic that
+		 * must not go twice (rma.c completed it): the QP is recovered
+		 * below */
 	} else if (wc->status != IBV_WC_WR_FLUSH_ERR) {
-		/* the WR that broke the QP: is its receiver gone?  An SRQ
-		 * the far domain does not know is a process that left. */
-		dead = wc->status == IBV_WC_REM_INV_REQ_ERR ||
-		       (h->local && pid_dead(r->ep)) || ++r->resends > 3;
+		char why[128];
+
+		dead = send_broke_fatal(w, h, r, wc->status, why, sizeof(why));
 		if (getenv("SIB_DEBUG"))
-			sib_log("send to %u: %s (pid %s), %s", r->ep->id,
+			sib_log("send to %u: %s, %s", r->ep->id,
 				ibv_wc_status_str(wc->status),
-				pid_dead(r->ep) ? "dead" : "alive",
 				dead ? "peer failed" : "sent again");
 		if (dead) {
 			struct sib_ep *ep = r->ep;   /* r may be freed below */
-			char why[96];
 
-			snprintf(why, sizeof(why), "a send ended %s (%s)",
-				 ibv_wc_status_str(wc->status),
-				 wc->status == IBV_WC_REM_INV_REQ_ERR ?
-				 "its receive queue is gone" :
-				 r->resends > 3 ? "4 times" : "its process is dead");
 			sib_send_finished(w, r, SIB_ERR_PEER_FAILED);
 			sib_ep_fail(w, ep, why);
 		} else {
@@ -623,11 +692,11 @@ static void hs_timer(sib_worker_t *w, struct sib_host *h, uint64_t now)
 	}
 	if (h->state != SIB_CONN_WAIT_REP || now < h->hs_next_ms)
 		return;
-	if (h->hs_ep->failed || h->hs_tries >= HS_TRIES) {
+	if (h->hs_ep->failed || now - h->hs_start_ms >= w->peer_timeout_ms) {
 		/* no answer: that process is gone; try through another */
 		if (!h->hs_ep->failed)
-			sib_ep_fail(w, h->hs_ep,
-				    "no answer to the connection request in 3 s");
+			sib_ep_fail(w, h->hs_ep, "a connection request "
+				    "unanswered for the peer timeout");
 		host_drop_qps(w, h);
 		h->state = SIB_CONN_IDLE;
 		host_kick(w, h);
@@ -640,8 +709,11 @@ static void hs_timer(sib_worker_t *w, struct sib_host *h, uint64_t now)
  * Is a peer still there?  On my host, kill(pid, 0) answers at once and
  * costs one system call: every known peer is checked.  On another host a
  * UD ping, only toward peers I wait for (a receive naming them, or
- * wildcard receives while they have talked to me): 10 pings unanswered,
- * 3 s, and the peer has failed.  Under PMIx, its events say it sooner.
+ * wildcard receives while they have talked to me): pings unanswered for
+ * the peer timeout (10 s by default), and the peer has failed.  A process
+ * starved of CPU for a second or two answers late, not never: a shorter
+ * timeout failed live peers of 6 busy-polling ranks on 2 cores.  Under
+ * PMIx, its events say a death sooner.
  */
 static void liveness(sib_worker_t *w, struct sib_ep *ep, uint64_t now)
 {
@@ -660,8 +732,8 @@ static void liveness(sib_worker_t *w, struct sib_ep *ep, uint64_t now)
 		ep->ping_missed = 0;
 		return;
 	}
-	if (++ep->ping_missed > PING_MISSES) {
-		sib_ep_fail(w, ep, "no answer to 10 pings in 3 s");
+	if (++ep->ping_missed > (int)(w->peer_timeout_ms / PING_MS)) {
+		sib_ep_fail(w, ep, "pings unanswered for the peer timeout");
 		return;
 	}
 	ping.to_id = ep->id;
@@ -690,7 +762,8 @@ void sib_hosts_cm(sib_worker_t *w)
 		    !sib_list_empty(&h->pending))
 			host_kick(w, h);
 		else if (h->state == SIB_CONN_WAIT_REP && now >= h->hs_next_ms &&
-			 !h->hs_ep->failed && h->hs_tries < HS_TRIES)
+			 !h->hs_ep->failed &&
+			 now - h->hs_start_ms < w->peer_timeout_ms)
 			hs_request(w, h);
 	}
 }

@@ -266,6 +266,27 @@ bool sib_rdma_access_error(sib_worker_t *w, struct sib_request *r,
 	return true;
 }
 
+/*
+ * An atomic on a QP that broke before its answer came may have been
+ * executed at the target all the same (its answer lost, or the WR out on
+ * the wire before an earlier one failed and flushed it). Sent again over
+ * a new connection it could apply twice, so it completes with SIB_ERR_IO
+ * instead. Puts and gets go again: done twice, they leave the same bytes.
+ */
+bool sib_rdma_outcome_lost(sib_worker_t *w, struct sib_request *r,
+			   enum ibv_wc_status s)
+{
+	if (!r->rdma || s == IBV_WC_SUCCESS ||
+	    (r->rdma->opcode != IBV_WR_ATOMIC_FETCH_AND_ADD &&
+	     r->rdma->opcode != IBV_WR_ATOMIC_CMP_AND_SWP))
+		return false;
+	sib_log("an atomic to %u ended %s: its connection broke, and whether "
+		"the target applied it is unknown", r->ep->id,
+		ibv_wc_status_str(s));
+	sib_send_finished(w, r, SIB_ERR_IO);
+	return true;
+}
+
 static void flushes_check(sib_worker_t *w)
 {
 	struct sib_rma_w *rw = w->rma;

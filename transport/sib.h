@@ -103,10 +103,18 @@ SIB_API sib_status_t sib_context_destroy(sib_context_t *ctx);
 
 /* Worker parameters.  `id` names this worker to its peers (the source of
  * its messages as the receiver sees it: a rank, say); it must be unique in
- * the job.  id_set = 0 derives one from the host and the pid. */
+ * the job.  id_set = 0 derives one from the host and the pid.
+ * peer_timeout_ms: how long a peer on another host may stay unreachable
+ * (pings unanswered, a connection request unanswered, a send that cannot
+ * be delivered) before its endpoint fails with SIB_ERR_PEER_FAILED; 0 is
+ * the default, SIB_DEFAULT_PEER_TIMEOUT_MS.  The environment variable
+ * SIB_PEER_TIMEOUT_MS, where set, overrides both.  A peer on this host is
+ * failed as soon as its process is gone, whatever the timeout. */
+#define SIB_DEFAULT_PEER_TIMEOUT_MS 10000
 struct sib_worker_params {
 	uint32_t id;
 	int id_set;
+	uint32_t peer_timeout_ms;
 };
 
 SIB_API sib_status_t sib_worker_create(sib_context_t *ctx,

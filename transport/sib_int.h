@@ -174,6 +174,7 @@ struct sib_host {
 	struct sib_ep *hs_ep;    /* handshake partner */
 	uint32_t token, psn;
 	int hs_tries;
+	uint64_t hs_start_ms;    /* the handshake's first request */
 	uint64_t hs_next_ms;
 	uint64_t reconnects;
 };
@@ -240,6 +241,7 @@ struct sib_request {
 	int slot;                /* bounce slot (eager), -1 none */
 	uint64_t flush_target;
 	int resends;
+	uint64_t broken_ms;      /* when a send QP first broke under it */
 	uint8_t *data;           /* header + payload (short: inline copy) */
 	/* rendezvous and RMA (rndv.c, rma.c) */
 	struct sib_rdma *rdma;   /* an RDMA WR, posted by the rndv row */
@@ -329,6 +331,7 @@ struct sib_worker {
 	int epfd;
 	uint64_t next_timer_ms, next_publish_ms;
 	uint32_t timer_polls;   /* progress calls since the clock was read */
+	uint32_t peer_timeout_ms;   /* unreachable that long: failed */
 	char stats_path[256];
 	uint32_t token_next;
 	/* deaths reported from another thread (PMIx events) */
@@ -501,6 +504,8 @@ SIB_LOCAL size_t sib_iov_copy(const struct sib_iov *iov, size_t niov,
 SIB_LOCAL int sib_rdma_post(sib_worker_t *w, struct sib_host *h,
 			    struct sib_request *r);
 SIB_LOCAL bool sib_rdma_access_error(sib_worker_t *w, struct sib_request *r,
+				     enum ibv_wc_status s);
+SIB_LOCAL bool sib_rdma_outcome_lost(sib_worker_t *w, struct sib_request *r,
 				     enum ibv_wc_status s);
 SIB_LOCAL int sib_rd_atomic(sib_worker_t *w);
 SIB_LOCAL int sib_rma_init(sib_worker_t *w);

@@ -238,6 +238,19 @@ static void worker_teardown(sib_worker_t *w)
 		close(w->epfd);
 }
 
+/* SIB_PEER_TIMEOUT_MS, else the caller's, else the default (sib.h) */
+static uint32_t peer_timeout(const struct sib_worker_params *p)
+{
+	const char *e = getenv("SIB_PEER_TIMEOUT_MS");
+	long v = e ? strtol(e, NULL, 10) : 0;
+
+	if (v > 0 && v <= 86400000)
+		return (uint32_t)v;
+	if (p && p->peer_timeout_ms)
+		return p->peer_timeout_ms;
+	return SIB_DEFAULT_PEER_TIMEOUT_MS;
+}
+
 SIB_API sib_status_t sib_worker_create(sib_context_t *ctx,
 				       const struct sib_worker_params *p,
 				       sib_worker_t **out)
@@ -260,6 +273,7 @@ SIB_API sib_status_t sib_worker_create(sib_context_t *ctx,
 		(uint32_t)(((uint64_t)getpid() * 2654435761u) ^ ctx->host_key ^
 			   (ctx->host_key >> 32)) & 0x7fffffffu;
 	w->mt = ctx->thread_mode == SIB_THREAD_MULTI;
+	w->peer_timeout_ms = peer_timeout(p);
 	pthread_mutexattr_init(&ma);
 	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
 	pthread_mutex_init(&w->lock, &ma);

@@ -265,6 +265,13 @@ static uint16_t recv_inline(struct resp_ctx *r, struct hca_claim *cl,
 	return hca_inl_put(r->dev, cl, r->rcq, liov, nl, tiov, lkeys, nt, (uint32_t)need);
 }
 
+/* The target QP is gone (its number freed) or no longer receives. */
+static bool target_left(const struct resp_ctx *r)
+{
+	return atomic_load(&r->e->qpn) != r->qpn ||
+	       !state_receives(atomic_load(&r->e->state));
+}
+
 /* SEND, SEND_WITH_IMM, and the WQE half of RDMA_WRITE_WITH_IMM. */
 static enum hca_resp_status resp_recv(struct resp_ctx *r, bool carries_data)
 {
@@ -295,7 +302,11 @@ static enum hca_resp_status resp_recv(struct resp_ctx *r, bool carries_data)
 		inl = recv_inline(r, cl, liov, nl, tiov, lkeys, nt, need);
 		rc = inl ? 0 : hca_link_host->mem_write(r->dev, r->owner, r->owner_gen,
 							liov, nl, tiov, lkeys, nt);
-		if (rc == ESRCH) { /* the target died: its queues go with it */
+		/* the target died: its queues go with it; or its QP was
+		 * destroyed while the bytes moved (a teardown: destroy, then
+		 * dereg, refused the copy): as a packet that came after the
+		 * destroy, dropped, and the requester's retries time out */
+		if (rc == ESRCH || (rc && target_left(r))) {
 			hca_claim_drop(cl);
 			hca_claim_put(r->dev, cl);
 			return HCA_RESP_DROP;

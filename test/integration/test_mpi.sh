@@ -168,10 +168,10 @@ if [ -n "$BTLS_HOSTS" ]; then
 			run hosts "$btl" 2x1 p2p_sizes -m 8m
 		done
 		[ -n "$extra_hosts" ] && run hosts "$extra_hosts" 3x2 rma -m 64k
-		# 24 busy-polling ranks on 2 cores: on this machine the
-		# all-to-all now and then declares a peer failed (issue 13's
-		# closing note); it runs in the long tier
-		[ -n "$soft_local" ] && [ "${SOFTIB_LONG:-0}" = 1 ] && xrc_check
+		# 24 busy-polling ranks on 2 cores: with a 3 s liveness budget
+		# a starved rank was now and then declared failed; the peer
+		# timeout (docs/transport.md) made it pass 8 runs of 8 at load 16
+		[ -n "$soft_local" ] && xrc_check
 	else
 		echo "test_mpi: no namespace hosts (needs root): across-host runs skipped"
 	fi

@@ -13,6 +13,10 @@
 #     away from libsib (the connection thread, transport/async.c): a send
 #     queued behind a handshake goes out, and a peer's handshake is
 #     answered, while its process sleeps outside libsib.
+#  4. a rank stopped (SIGSTOP: every thread, the device's too) for 4 s
+#     half-way through, then continued: nobody takes it for dead (the peer
+#     timeout, 10 s; it was 3 s of unanswered pings, and a send QP broke
+#     after 0.54 s of silence), and both ranks finish, everything checked.
 # Skipped (not failed) where namespaces cannot be made (not root).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -97,5 +101,25 @@ rc=$?
 [ "$(grep -c '^sib_away rank [01]: ok' "$log")" -eq 2 ] || cat "$log"
 check "connections complete while the process is away from libsib (rc $rc)" \
 	test "$(grep -c '^sib_away rank [01]: ok' "$log")" -eq 2
+
+# ------------------------------------------------------------------ 4
+log=$SIB_TMP/stop.log
+HOSTS_TIMEOUT=90 hosts_mpirun 2 1 -x SIB_QUIET "$prog" -m "$msgs" -S 1 \
+	>"$log" 2>&1 &
+mp=$!
+spid=
+for ((i = 0; i < 1200; i++)); do
+	spid=$(ps -eo pid=,stat=,args= |
+		awk '$2 ~ /^T/ && /sib_alltoall/ && !/mpirun/ { print $1; exit }')
+	[ -n "$spid" ] && break
+	kill -0 "$mp" 2>/dev/null || break
+	sleep 0.05
+done
+[ -n "$spid" ] && sleep 4 && kill -CONT "$spid"
+wait "$mp"
+rc=$?
+[ "$(grep -c '^sib_alltoall rank [01]: ok' "$log")" -eq 2 ] || cat "$log"
+check "a rank stopped 4 s half-way (SIGSTOP) is not taken for dead: both finish (rc $rc)" \
+	test -n "$spid" -a "$(grep -c '^sib_alltoall rank [01]: ok' "$log")" -eq 2
 
 summary

@@ -9,9 +9,13 @@
  * counters that this process holds as many XRC send QPs as hosts it sent
  * to (and never held more).
  *
- *   mpirun -np N sib_alltoall [-m M] [-s MAX] [-k RANK] [-J DIR] [-q FILE]
+ *   mpirun -np N sib_alltoall [-m M] [-s MAX] [-k RANK] [-S RANK] [-J DIR]
+ *                             [-q FILE]
  *   sib_alltoall --join DIR -n N [-m M] [-k RANK]    (a joiner, no mpirun)
  *
+ *   -S RANK  that rank stops itself (SIGSTOP: all its threads) half-way,
+ *            for whoever started the job to continue it (SIGCONT) later;
+ *            nobody may take it for dead meanwhile
  *   -k RANK  that rank kills itself (SIGKILL) half-way; the others finish,
  *            accept a prefix from it, and see their sends to it fail with
  *            SIB_ERR_PEER_FAILED (or succeed, if they were delivered first)
@@ -44,6 +48,8 @@
 #define MAX_PEERS 64
 
 static uint32_t me, nprocs, msgs = 200, victim = UINT32_MAX;
+static uint32_t sleeper = UINT32_MAX;   /* -S: stops itself half-way */
+static bool slept;
 static size_t max_size;
 static int errors;
 
@@ -318,6 +324,11 @@ static void run_traffic(struct run *R, const struct plan *P)
 			}
 			if (me == victim && R->next_send > (uint64_t)msgs * P->ndest / 2)
 				raise(SIGKILL);
+			if (me == sleeper && !slept &&
+			    R->next_send > (uint64_t)msgs * P->ndest / 2) {
+				slept = true;   /* every thread stops till SIGCONT */
+				raise(SIGSTOP);
+			}
 			if (peer_gone(R, d)) {
 				R->sent_failed++;
 				continue;
@@ -624,11 +635,12 @@ int main(int argc, char **argv)
 			joiner_dir = argv[i + 1];
 			argv[i] = argv[i + 1] = (char *)"-x";
 		}
-	while ((c = getopt(argc, argv, "m:s:k:J:q:n:x")) != -1) {
+	while ((c = getopt(argc, argv, "m:s:k:S:J:q:n:x")) != -1) {
 		switch (c) {
 		case 'm': msgs = (uint32_t)atoi(optarg); break;
 		case 's': max_size = (size_t)atol(optarg); break;
 		case 'k': victim = (uint32_t)atoi(optarg); break;
+		case 'S': sleeper = (uint32_t)atoi(optarg); break;
 		case 'J': join_dir = optarg; break;
 		case 'q': qps_file = optarg; break;
 		case 'n': nprocs = (uint32_t)atoi(optarg); break;

@@ -44,8 +44,8 @@ static int setup(void)
 	/* small pieces: a 9 MiB message is read in several */
 	setenv("SIB_RNDV_CHUNK", "1m", 1);
 	if (sib_context_create(NULL, &ctx) ||
-	    sib_worker_create(ctx, &(struct sib_worker_params){ 1, 1 }, &wa) ||
-	    sib_worker_create(ctx, &(struct sib_worker_params){ 2, 1 }, &wb))
+	    sib_worker_create(ctx, &(struct sib_worker_params){ .id = 1, .id_set = 1 }, &wa) ||
+	    sib_worker_create(ctx, &(struct sib_worker_params){ .id = 2, .id_set = 1 }, &wb))
 		return 1;
 	ab = ep_to(wa, wb);
 	ba = ep_to(wb, wa);
@@ -229,7 +229,7 @@ static void test_cancel(void)
 	/* a receiver reading in 4 KiB pieces: thousands, more than a send
 	 * QP takes at once, so the read is still going when it is cancelled */
 	setenv("SIB_RNDV_CHUNK", "4096", 1);
-	CU_ASSERT_FATAL(sib_worker_create(ctx, &(struct sib_worker_params){ 3, 1 },
+	CU_ASSERT_FATAL(sib_worker_create(ctx, &(struct sib_worker_params){ .id = 3, .id_set = 1 },
 					  &wb) == SIB_OK);
 	ab = ep_to(wa, wb);
 	memset(src, 1, n);
@@ -441,7 +441,7 @@ static void test_sender_gone(void)
 
 	memset(src, 3, n);
 	CU_ASSERT_FATAL(sib_context_create(NULL, &c) == SIB_OK);
-	CU_ASSERT_FATAL(sib_worker_create(c, &(struct sib_worker_params){ 9, 1 }, &x) == SIB_OK);
+	CU_ASSERT_FATAL(sib_worker_create(c, &(struct sib_worker_params){ .id = 9, .id_set = 1 }, &x) == SIB_OK);
 	xb = ep_to(x, wb);
 	CU_ASSERT_FATAL(sib_tag_send_nb(xb, src, n, 5, 0, NULL, &s) == SIB_OK);
 	for (int i = 0; i < 200; i++) {   /* the RTS reaches B, unexpected */
