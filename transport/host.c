@@ -571,14 +571,36 @@ void sib_host_close_tail(sib_worker_t *w, struct sib_host *h)
 	sib_host_submit(w, h, r);
 }
 
-/* The timer's look (every TIMER_MS): a tail no post has followed since
- * the last look is closed, so a lazy callback runs within two ticks. */
+/* Does someone wait on an unsignalled send of the tail: a lazy-callback
+ * request its caller still holds? (A send that completed when posted, or
+ * one freed, is nobody's business but the library's.) */
+static bool tail_wanted(struct sib_host *h)
+{
+	for (sib_link_t *e = h->sent.prev; e != &h->sent; e = e->prev) {
+		struct sib_request *p = SIB_CONTAINER(e, struct sib_request, qlink);
+
+		if (!p->unsig)
+			return false;
+		if (!p->early && !p->freed)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * The timer's look (every TIMER_MS): a tail that someone waits on and no
+ * post has followed since the last look is closed, so a lazy callback
+ * whose request is held runs within two ticks. A tail nobody waits on
+ * stays (its requests go with a later completion or the worker): a NOP
+ * after the last message to a process that then exits would fail, and
+ * declare that peer failed for nothing (test_mpi's spawn children).
+ */
 void sib_hosts_tails(sib_worker_t *w)
 {
 	for (sib_link_t *e = w->hosts.next; e != &w->hosts; e = e->next) {
 		struct sib_host *h = SIB_CONTAINER(e, struct sib_host, link);
 
-		if (h->unsig && h->tail_posts == h->tail_seen)
+		if (h->unsig && h->tail_posts == h->tail_seen && tail_wanted(h))
 			sib_host_close_tail(w, h);
 		h->tail_seen = h->tail_posts;
 	}

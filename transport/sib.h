@@ -176,8 +176,10 @@ struct sib_iov {
 				array must stay valid until completion) */
 #define SIB_OP_LAZY_CB 2u    /* send: the callback is for failures; on
 				success it may run late (with a later send's
-				completion, at a flush, or within ~40 ms),
-				which lets a short send go unsignalled
+				completion, at a flush, within ~40 ms while
+				the request is held, or as SIB_ERR_CANCELED
+				at worker destroy once it is freed), which
+				lets a short send go unsignalled
 				(docs/transport.md "Across hosts") */
 
 /* Optional per-operation parameters (NULL: none). */

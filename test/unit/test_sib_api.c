@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cu_run.h"
 #include "transport/sib.h"   /* installed as build/include/sib.h */
@@ -582,6 +583,32 @@ static void test_unsignaled(void)
 	CU_ASSERT(a1.tail_nops > a0.tail_nops);
 	CU_ASSERT_EQUAL(recv_wait(&v, sizeof(v), SIB_ANY_SOURCE, 901, ~0ull, 9, NULL),
 			SIB_OK);
+	/* a tail nobody waits on (sent, freed) stays: no NOP from the
+	 * timer (it would fail toward a peer that has since exited) */
+	for (v = 0; v < 3; v++) {
+		CU_ASSERT_EQUAL_FATAL(sib_tag_send_nb(self, &v, sizeof(v), 902, 9,
+						      NULL, &s), SIB_OK);
+		sib_request_free(s);
+	}
+	CU_ASSERT_EQUAL(sib_worker_query(w, &a0), SIB_OK);
+	struct timespec t0, t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {   /* three timer ticks and more */
+		sib_worker_progress(w);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 80);
+	CU_ASSERT_EQUAL(sib_worker_query(w, &a1), SIB_OK);
+	CU_ASSERT_EQUAL(a1.tail_nops, a0.tail_nops);
+	for (uint64_t i = 0; i < 3; i++)
+		CU_ASSERT_EQUAL(recv_wait(&v, sizeof(v), SIB_ANY_SOURCE, 902, ~0ull, 9,
+					  NULL), SIB_OK);
+	/* a flush still closes it */
+	CU_ASSERT_EQUAL(sib_ep_flush(self, &f), SIB_INPROGRESS);
+	CU_ASSERT_EQUAL(sib_request_wait(f, NULL), SIB_OK);
+	sib_request_free(f);
+	CU_ASSERT_EQUAL(sib_worker_query(w, &a1), SIB_OK);
+	CU_ASSERT_EQUAL(a1.tail_nops, a0.tail_nops + 1);
 }
 
 /* ---- one worker, several threads ---- */
