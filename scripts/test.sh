@@ -39,6 +39,11 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS="suppressions=$PWD/test/tsan.supp:die_after_fork=0:second_deadlock_stack=1:halt_on_error=0"
 
 logdir=$(mktemp -d "${TMPDIR:-/tmp}/softib-suite.XXXXXX")
+# what the suite leaves in /dev/shm goes when it ends (each integration
+# script also cleans after itself: test/integration/lib.sh)
+. scripts/shm_leftovers.sh
+sib_shm_snapshot
+trap sib_shm_clean EXIT
 names=()
 results=()
 times=()

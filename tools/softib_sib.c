@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-struct view;
+#include "softib.h"
 
 static const char *const labels[][2] = {
 	{ "worker", "worker" }, { "srq", "  SRQ" }, { "conn", "  send QP" },

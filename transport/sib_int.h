@@ -333,6 +333,7 @@ struct sib_worker {
 	uint32_t timer_polls;   /* progress calls since the clock was read */
 	uint32_t peer_timeout_ms;   /* unreachable that long: failed */
 	char stats_path[256];
+	char xrcd_path[320];     /* the job's XRC domain file on this host */
 	uint32_t token_next;
 	/* deaths reported from another thread (PMIx events) */
 	pthread_mutex_t dead_lock;

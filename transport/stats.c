@@ -4,11 +4,16 @@
  * `softib sib`: a text file per worker,
  * /dev/shm/sib-stats-<uid>-<SOFTIB_SEG_TAG>-<pid>-<id>,
  * rewritten (to a temporary name, then renamed: a reader never sees half)
- * at most every 500 ms from progress and on sib_worker_publish.
+ * at most every 500 ms from progress and on sib_worker_publish, removed
+ * by sib_worker_destroy, or, for a process killed first, by the next
+ * process's first worker (stats_sweep).
  * Format: one record per line, "kind key=value ...".
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -164,12 +169,54 @@ static FILE *stats_tmp_open(const char *tmp)
 	return f;
 }
 
+/*
+ * A killed process leaves its file: the first worker of each process
+ * removes this user's files (of any tag) whose pid is gone. A pid that
+ * came back to another process keeps its file; a live worker's file is
+ * rewritten within 500 ms anyway.
+ */
+static void stats_sweep(void)
+{
+	char prefix[64], path[300];
+	DIR *d = opendir("/dev/shm");
+	struct dirent *e;
+	size_t n;
+
+	if (!d)
+		return;
+	n = (size_t)snprintf(prefix, sizeof(prefix), "sib-stats-%u-",
+			     (unsigned)getuid());
+	while ((e = readdir(d))) {
+		const char *dash, *p;
+		long pid;
+
+		if (strncmp(e->d_name, prefix, n))
+			continue;
+		/* <tag>-<pid>-<id>: the pid is the field before the last */
+		dash = strrchr(e->d_name + n, '-');
+		if (!dash)
+			continue;
+		for (p = dash; p > e->d_name + n && p[-1] != '-'; p--)
+			;
+		pid = strtol(p, NULL, 10);
+		if (pid <= 0 || p == e->d_name + n ||
+		    !(kill((pid_t)pid, 0) && errno == ESRCH))
+			continue;   /* alive, or not ours to judge */
+		snprintf(path, sizeof(path), "/dev/shm/%s", e->d_name);
+		unlink(path);
+	}
+	closedir(d);
+}
+
+static pthread_once_t sweep_once = PTHREAD_ONCE_INIT;
+
 void sib_stats_publish(sib_worker_t *w)
 {
 	char tmp[300];
 	FILE *f;
 
 	if (!w->stats_path[0]) {
+		pthread_once(&sweep_once, stats_sweep);
 		/* named after the softib segment too (SOFTIB_SEG_TAG): the
 		 * tool shows the workers of the segment it looks at */
 		const char *tag = getenv("SOFTIB_SEG_TAG");

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -135,26 +136,63 @@ static int events_setup(sib_worker_t *w)
 	return SIB_OK;
 }
 
-/* The host's XRC domain: every process of the job on this host opens the
+/*
+ * The host's XRC domain: every process of the job on this host opens the
  * same file, so every SRQ of the job on the host is in one domain and one
- * XRC receive QP reaches them all. */
+ * XRC receive QP reaches them all.
+ *
+ * The file goes with the job's last worker on the host: each worker holds
+ * a shared flock on it while it lives; one that leaves and gets the lock
+ * exclusive (nobody else holds it) unlinks it. An opener locks, then
+ * checks that the name still leads to the file it locked: one unlinked
+ * between its open and its lock is left for a new one.
+ */
+static int xrcd_file_open(sib_worker_t *w)
+{
+	struct stat st, at;
+
+	for (int tries = 0; tries < 100; tries++) {
+		int fd = open(w->xrcd_path, O_RDWR | O_CREAT | O_NOFOLLOW |
+			      O_CLOEXEC, 0600);
+
+		if (fd < 0)
+			return -1;
+		/* a file another user made under the name is not ours */
+		if (fstat(fd, &st) || st.st_uid != geteuid() ||
+		    (st.st_mode & 077) || flock(fd, LOCK_SH)) {
+			close(fd);
+			return -1;
+		}
+		if (!stat(w->xrcd_path, &at) && at.st_ino == st.st_ino &&
+		    at.st_dev == st.st_dev)
+			return fd;
+		close(fd);
+	}
+	return -1;
+}
+
+static void xrcd_file_close(sib_worker_t *w)
+{
+	if (w->xrcd_fd < 0)
+		return;
+	if (!flock(w->xrcd_fd, LOCK_EX | LOCK_NB))
+		unlink(w->xrcd_path);   /* the job's last worker here */
+	close(w->xrcd_fd);
+	w->xrcd_fd = -1;
+}
+
 static int xrcd_open(sib_worker_t *w)
 {
-	char path[320];
 	const char *tag = getenv("SOFTIB_SEG_TAG");
 	struct ibv_xrcd_init_attr xa = {
 		.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
 		.oflags = O_CREAT,
 	};
-	struct stat st;
 
-	snprintf(path, sizeof(path), "/dev/shm/sib-xrcd-%u-%s-%s",
+	snprintf(w->xrcd_path, sizeof(w->xrcd_path), "/dev/shm/sib-xrcd-%u-%s-%s",
 		 (unsigned)getuid(), tag ? tag : "", w->ctx->job_key);
-	/* a file another user made under the name is not our job's domain */
-	w->xrcd_fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	w->xrcd_fd = xrcd_file_open(w);
 	if (w->xrcd_fd < 0)
-		return SIB_ERR_IO;
-	if (fstat(w->xrcd_fd, &st) || st.st_uid != geteuid() || (st.st_mode & 077))
 		return SIB_ERR_IO;
 	xa.fd = w->xrcd_fd;
 	w->xrcd = ibv_open_xrcd(w->dev, &xa);
@@ -228,8 +266,7 @@ static void worker_teardown(sib_worker_t *w)
 		ibv_destroy_comp_channel(w->chan);
 	if (w->xrcd)
 		ibv_close_xrcd(w->xrcd);
-	if (w->xrcd_fd > 0)
-		close(w->xrcd_fd);
+	xrcd_file_close(w);
 	if (w->pd)
 		ibv_dealloc_pd(w->pd);
 	if (w->dev)

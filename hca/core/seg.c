@@ -300,13 +300,34 @@ static int seg_flock(int fd, int how)
 	return ETIMEDOUT;
 }
 
+/*
+ * The header's pages (the object tables: MR, CQ, SRQ, XRC domain, process
+ * slots) allocated in the tmpfs now, not when an entry is first written:
+ * a page tmpfs cannot allocate then (a full /dev/shm) would be a SIGBUS in
+ * the verb that writes it (ibv_reg_mr on a new page of the MR table). The
+ * heap's blocks are populated as they are handed out (heap_populate).
+ * Done by every process that maps the segment, not only its creator: a
+ * segment made by an older build may have holes; on pages already there
+ * it allocates nothing. ENOMEM where tmpfs has no room.
+ */
+static int seg_back_header(int fd)
+{
+	int rc = posix_fallocate(fd, 0, (off_t)seg_hdr_len());
+
+	if (rc == ENOSPC || rc == EFBIG)
+		return ENOMEM;
+	/* EOPNOTSUPP: not a tmpfs (nothing to do here); EINTR: try again
+	 * at the next open, the verbs then take their chance */
+	return rc == EOPNOTSUPP || rc == EINTR ? 0 : rc;
+}
+
 /* Map the segment if it is there and usable (0), else ESTALE / ENOENT. */
 static int seg_open_existing(const char *name, size_t *lenp, struct hca_seg **out)
 {
 	struct hca_seg *seg;
 	struct stat st;
 	size_t len;
-	int fd = shm_open(name, O_RDWR, 0600);
+	int err, fd = shm_open(name, O_RDWR, 0600);
 
 	if (fd < 0)
 		return errno;
@@ -319,6 +340,11 @@ static int seg_open_existing(const char *name, size_t *lenp, struct hca_seg **ou
 		return ESTALE;
 	}
 	len = (size_t)st.st_size;
+	err = seg_back_header(fd);
+	if (err) {
+		close(fd);
+		return err;
+	}
 	seg = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
 	if (seg == MAP_FAILED)
@@ -345,6 +371,12 @@ static int seg_create(const char *name, size_t *lenp, struct hca_seg **out)
 		return errno;
 	if (ftruncate(fd, (off_t)len)) {
 		err = errno;
+		close(fd);
+		shm_unlink(name);
+		return err;
+	}
+	err = seg_back_header(fd);
+	if (err) {
 		close(fd);
 		shm_unlink(name);
 		return err;
@@ -542,6 +574,11 @@ uint64_t hca_heap_alloc_rec(struct hca_seg *seg, uint64_t size, struct hca_heap_
 	heap_drain_quarantine(seg, 0);
 	off = seg->heap_free[order];
 	if (off) {
+		/* a block of an alignment gap (below) was never touched past
+		 * its first word: its pages too are allocated before the
+		 * zeroing, or the allocation fails with the block kept */
+		if (heap_populate(seg, off, size < bsize ? size : bsize))
+			return 0;
 		seg->heap_free[order] = *(uint64_t *)hca_seg_ptr(seg, off);
 		heap_rec(rec, off, order);
 		hca_die_at(HCA_DIE_HEAP_POP);

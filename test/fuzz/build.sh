@@ -37,8 +37,9 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$flags_now" ]; then
 	rm -f "$obj"/*.o
 	echo "$flags_now" >"$stamp"
 fi
-newest_hdr=$(ls -t hca/*.h hca/*/*.h hca/link/*/*.h | head -n 1)
-srcs=(hca/*/*.c hca/link/*/*.c test/fuzz/fuzz_packet.c)
+newest_hdr=$(ls -t hca/*.h hca/*/*.h hca/link/*/*.h test/fuzz/*.h | head -n 1)
+srcs=(hca/*/*.c hca/link/*/*.c test/fuzz/fuzz_packet.c test/fuzz/fuzz_world.c
+      test/fuzz/fuzz_seeds.c)
 compile() { # src obj: a failed compile leaves no object behind
 	rm -f "$2"
 	"$cc" "${cflags[@]}" "${san[@]}" "${extra[@]}" -fsanitize=fuzzer-no-link \

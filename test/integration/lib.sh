@@ -12,6 +12,10 @@
 #                           server in the background, client once the server
 #                           listens, both bounded by SECS; 0 if both exit 0
 #   pass / fail MSG, check MSG CMD..., summary, sib_long   (see below)
+# On exit it kills what run_pair left and removes what the script left in
+# /dev/shm: its tags' segments, XRC domain files and Open MPI segments
+# that no process uses any more, and libsib stats files of dead processes
+# (scripts/shm_leftovers.sh; SIB_SHM_KEEP=1 keeps them).
 
 SIB_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 SIB_TMP=$(mktemp -d "${TMPDIR:-/tmp}/softib-test.XXXXXX")
@@ -19,6 +23,8 @@ SIB_PASSES=0
 SIB_FAILS=0
 SIB_PGIDS=()        # process groups of run_pair sides still running
 SIB_PORTS_GIVEN=" " # ports free_port already handed out in this script
+. "$SIB_ROOT/scripts/shm_leftovers.sh"
+sib_shm_snapshot
 
 sib_lib() { echo "$SIB_ROOT/build/lib"; }
 
@@ -187,6 +193,7 @@ sib_cleanup() {
 		kill -KILL -- "-$pg" 2>/dev/null
 		wait "$pg" 2>/dev/null
 	done
+	sib_shm_clean
 	rm -rf "$SIB_TMP"
 }
 trap sib_cleanup EXIT

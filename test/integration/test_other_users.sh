@@ -33,7 +33,8 @@ export SOFTIB_SEG_TAG=$tag SIB_JOB_KEY=oth$$
 useradd -M -r -s /usr/sbin/nologin "$other" || { fail "useradd $other"; summary; exit; }
 cleanup_user() {
 	userdel "$other" 2>/dev/null
-	rm -f /dev/shm/softib-*-"$tag" /dev/shm/softib-*-"${tag}sq" /dev/shm/sib-*-0-"$tag"-*
+	rm -f /dev/shm/softib-*-"$tag"{,.lock} /dev/shm/softib-*-"${tag}sq"{,.lock} \
+		/dev/shm/sib-*-0-"$tag"-*
 	sib_cleanup
 }
 trap cleanup_user EXIT

@@ -39,11 +39,26 @@ ranks_ok() { # ranks_ok LOG N: N "rank R: ok" lines and no FAILED
 
 log=$SIB_TMP/a2a.log
 qps=$SIB_TMP/qps.txt
+xrcd_files() { # the XRC domain files of this user and tag, sorted
+	find /dev/shm -maxdepth 1 -name "sib-xrcd-$(id -u)-${SOFTIB_SEG_TAG:-}-*" \
+		-printf '%f\n' 2>/dev/null | sort
+}
+xrcd_before=$(xrcd_files)
+# a stats file of a process that died without removing it (killed)
+true & dead=$!
+wait "$dead"
+stale=/dev/shm/sib-stats-$(id -u)-${SOFTIB_SEG_TAG:-}-$dead-7
+: >"$stale"
 timeout -k 5 120 mpirun -np 8 --oversubscribe "$prog" -m "$msgs" -q "$qps" \
 	>"$log" 2>&1
 rc=$?
 ranks_ok "$log" 8 || cat "$log"
 check "alltoall 8 ranks (rc $rc)" ranks_ok "$log" 8
+xrcd_new=$(comm -13 <(echo "$xrcd_before") <(xrcd_files) | tr '\n' ' ')
+check "the job's XRC domain file went with its last worker (left: ${xrcd_new:-none})" \
+	test -z "$xrcd_new"
+check "a dead process's stats file was swept by the next process's worker" \
+	test ! -e "$stale"
 # one XRC send QP per rank in softib's own view, as libsib counts it
 per_pid=$(awk '$2 == "XRC_SEND" { n[$4]++ } END { for (p in n) print n[p] }' \
 	"$qps" 2>/dev/null | sort | uniq -c | tr -s ' ')

@@ -49,6 +49,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tp_common.h"
+
+/* the longest the other side may stay silent on the control socket */
+#define PEER_SECS 60
+
 #define NQ_MAX   3
 #define WINDOW   4        /* outstanding WRs per QP */
 #define NRECV    64       /* receives per QP (send) */
@@ -71,27 +76,12 @@ static struct {
 	bool verbose;
 } O = { OP_WRITE, M_DEREG, 40, 30, 1 << 20, false, false, false };
 
-static const char *who = "dereg_fence";
+const char *tp_who = "dereg_fence";
 
-static void die(const char *fmt, ...)
+/* The verdict line test_dereg_fence.sh reads, on any error exit. */
+static void say_fail(void)
 {
-	va_list ap;
-
-	fprintf(stderr, "%s: ", who);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	printf("FAIL %s: error\n", who);
-	exit(1);
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
+	printf("FAIL %s: error\n", tp_who);
 }
 
 /* ---- verbs plumbing ---- */
@@ -123,18 +113,18 @@ static void dev_open(struct dev *d)
 		if (!strcmp(ibv_get_device_name(list[i]), "softib0"))
 			break;
 	if (!list || i == n)
-		die("no softib0 (is build/lib the libibverbs in use?)");
+		tp_die("no softib0 (is build/lib the libibverbs in use?)");
 	d->ctx = ibv_open_device(list[i]);
 	ibv_free_device_list(list);
 	if (!d->ctx)
-		die("ibv_open_device: %s", strerror(errno));
+		tp_die("ibv_open_device: %s", strerror(errno));
 	if ((err = ibv_query_port(d->ctx, 1, &d->port)) ||
 	    (err = ibv_query_gid(d->ctx, 1, 0, &d->gid)))
-		die("ibv_query_port/gid: %s", strerror(err));
+		tp_die("ibv_query_port/gid: %s", strerror(err));
 	d->pd = ibv_alloc_pd(d->ctx);
 	d->cq = d->pd ? ibv_create_cq(d->ctx, 4096, NULL, NULL, 0) : NULL;
 	if (!d->cq)
-		die("ibv_alloc_pd/create_cq: %s", strerror(errno));
+		tp_die("ibv_alloc_pd/create_cq: %s", strerror(errno));
 }
 
 /* read: three RC QPs; write and send: two RC and one UC */
@@ -165,10 +155,10 @@ static void qps_create(struct dev *d, struct ibv_qp **qp)
 
 		qp[i] = ibv_create_qp(d->pd, &ia);
 		if (!qp[i])
-			die("ibv_create_qp: %s", strerror(errno));
+			tp_die("ibv_create_qp: %s", strerror(errno));
 		if ((err = ibv_modify_qp(qp[i], &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
 					 IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)))
-			die("ibv_modify_qp INIT: %s", strerror(err));
+			tp_die("ibv_modify_qp INIT: %s", strerror(err));
 	}
 }
 
@@ -193,7 +183,7 @@ static void qps_connect(struct dev *d, struct ibv_qp **qp, const struct info *pe
 				    IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
 				    (rc ? IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER : 0));
 		if (err)
-			die("ibv_modify_qp RTR: %s", strerror(err));
+			tp_die("ibv_modify_qp RTR: %s", strerror(err));
 		memset(&a, 0, sizeof(a));
 		a.qp_state = IBV_QPS_RTS;
 		a.sq_psn = 1;
@@ -205,7 +195,7 @@ static void qps_connect(struct dev *d, struct ibv_qp **qp, const struct info *pe
 				    (rc ? IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
 					  IBV_QP_MAX_QP_RD_ATOMIC : 0));
 		if (err)
-			die("ibv_modify_qp RTS: %s", strerror(err));
+			tp_die("ibv_modify_qp RTS: %s", strerror(err));
 	}
 }
 
@@ -213,7 +203,7 @@ static void qps_destroy(struct ibv_qp **qp)
 {
 	for (int i = 0; i < nqps(); i++)
 		if (qp[i] && ibv_destroy_qp(qp[i]))
-			die("ibv_destroy_qp failed");
+			tp_die("ibv_destroy_qp failed");
 }
 
 static void info_fill(struct dev *d, struct ibv_qp **qp, struct info *me, void *addr,
@@ -229,30 +219,6 @@ static void info_fill(struct dev *d, struct ibv_qp **qp, struct info *me, void *
 }
 
 /* ---- the control socket ---- */
-
-static void xfer(int fd, void *p, size_t n, bool out)
-{
-	uint8_t *c = p;
-
-	while (n) {
-		ssize_t r;
-
-		if (!out) {
-			struct pollfd pfd = { .fd = fd, .events = POLLIN };
-
-			if (poll(&pfd, 1, 60000) <= 0)
-				die("no word from the other side for 60 s");
-		}
-		r = out ? write(fd, c, n) : read(fd, c, n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			die("socket %s: %s", out ? "write" : "read",
-			    r ? strerror(errno) : "closed");
-		c += r;
-		n -= (size_t)r;
-	}
-}
 
 static bool cmd_waiting(int fd)
 {
@@ -333,8 +299,8 @@ static void stream_run(struct stream *s)
 		bool any = false;
 
 		if (!t_end && stream_stopped(s))
-			t_end = now_s() + 5;
-		if (t_end && (rc_all_dead(dead) || now_s() > t_end))
+			t_end = tp_now_s() + 5;
+		if (t_end && (rc_all_dead(dead) || tp_now_s() > t_end))
 			break;
 
 		for (int i = 0; i < nqps(); i++) {
@@ -369,7 +335,7 @@ static void stream_run(struct stream *s)
 		if (!any && !n)
 			usleep(200);
 	}
-	t_end = now_s() + 5;
+	t_end = tp_now_s() + 5;
 	do {
 		int n = ibv_poll_cq(s->d->cq, 32, wc);
 
@@ -381,10 +347,10 @@ static void stream_run(struct stream *s)
 		total = 0;
 		for (int i = 0; i < nqps(); i++)
 			total += qp_type(i) == IBV_QPT_RC ? out[i] : 0;
-	} while (total > 0 && now_s() < t_end);
+	} while (total > 0 && tp_now_s() < t_end);
 	atomic_store(&s->done, true);
 	if (total && O.verbose)
-		fprintf(stderr, "%s: still owed after 5 s: %d %d %d (%s)\n", who, out[0], out[1],
+		fprintf(stderr, "%s: still owed after 5 s: %d %d %d (%s)\n", tp_who, out[0], out[1],
 			out[2], qp_type(2) == IBV_QPT_UC ? "RC RC UC" : "RC RC RC");
 }
 
@@ -396,44 +362,44 @@ static void peer(int fd)
 	uint8_t *buf = aligned_alloc(4096, 2 * O.size);
 	struct ibv_mr *mr;
 
-	who = "dereg_fence[peer]";
+	tp_who = "dereg_fence[peer]";
 	if (!buf)
-		die("out of memory");
+		tp_die("out of memory");
 	memset(buf, PATTERN, O.size);
 	memset(buf + O.size, PATTERN2, O.size);
 	dev_open(&d);
 	mr = ibv_reg_mr(d.pd, buf, 2 * O.size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
 	if (!mr)
-		die("ibv_reg_mr: %s", strerror(errno));
+		tp_die("ibv_reg_mr: %s", strerror(errno));
 	for (;;) {
 		struct ibv_qp *qp[NQ_MAX] = { 0 };
 		struct info owner, me;
 		char c;
 
-		xfer(fd, &c, 1, false);
+		tp_xfer(fd, &c, 1, false, PEER_SECS);
 		if (c == 'q')
 			break;
-		xfer(fd, &owner, sizeof(owner), false);
+		tp_xfer(fd, &owner, sizeof(owner), false, PEER_SECS);
 		qps_create(&d, qp);
 		info_fill(&d, qp, &me, buf, mr->rkey);
-		xfer(fd, &me, sizeof(me), true);
+		tp_xfer(fd, &me, sizeof(me), true, PEER_SECS);
 		qps_connect(&d, qp, &owner);
-		xfer(fd, &c, 1, false); /* go */
+		tp_xfer(fd, &c, 1, false, PEER_SECS); /* go */
 		struct stream s = { .d = &d, .qp = qp, .local = buf, .lkey = mr->lkey,
 				    .raddr = owner.addr, .rkey = owner.rkey, .stop_fd = fd,
 				    .opcode = O.op == OP_SEND ? IBV_WR_SEND : IBV_WR_RDMA_WRITE };
 
 		if (O.op == OP_READ) {
-			xfer(fd, &c, 1, false); /* the owner streams: wait */
+			tp_xfer(fd, &c, 1, false, PEER_SECS); /* the owner streams: wait */
 		} else {
 			stream_run(&s);
-			xfer(fd, &c, 1, false); /* the stop */
+			tp_xfer(fd, &c, 1, false, PEER_SECS); /* the stop */
 		}
-		xfer(fd, &s.st, sizeof(s.st), true);
-		xfer(fd, &c, 1, false); /* the owner's QPs are gone */
+		tp_xfer(fd, &s.st, sizeof(s.st), true, PEER_SECS);
+		tp_xfer(fd, &c, 1, false, PEER_SECS); /* the owner's QPs are gone */
 		qps_destroy(qp);
 		c = 'd';
-		xfer(fd, &c, 1, true);
+		tp_xfer(fd, &c, 1, true, PEER_SECS);
 	}
 	exit(0);
 }
@@ -535,7 +501,7 @@ static void invalidate(struct ibv_mr *mr, uint8_t *other)
 		break;
 	}
 	if (err)
-		die("dereg/rereg: %s", strerror(err));
+		tp_die("dereg/rereg: %s", strerror(err));
 }
 
 static void owner_round(struct dev *d, int fd, pid_t child, struct round_result *res)
@@ -550,12 +516,12 @@ static void owner_round(struct dev *d, int fd, pid_t child, struct round_result 
 	char c = 'r';
 
 	if (!r || !other)
-		die("out of memory");
+		tp_die("out of memory");
 	memset(r, 0, O.size);
 	mr = ibv_reg_mr(d->pd, r, O.size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 			IBV_ACCESS_REMOTE_READ);
 	if (!mr)
-		die("ibv_reg_mr: %s", strerror(errno));
+		tp_die("ibv_reg_mr: %s", strerror(errno));
 	qps_create(d, qp);
 	if (O.op == OP_SEND)
 		for (int i = 0; i < nqps(); i++)
@@ -564,40 +530,40 @@ static void owner_round(struct dev *d, int fd, pid_t child, struct round_result 
 				struct ibv_recv_wr wr = { .sg_list = &sge, .num_sge = 1 }, *bad;
 
 				if (ibv_post_recv(qp[i], &wr, &bad))
-					die("ibv_post_recv failed");
+					tp_die("ibv_post_recv failed");
 			}
 	info_fill(d, qp, &me, r, mr->rkey);
-	xfer(fd, &c, 1, true);
-	xfer(fd, &me, sizeof(me), true);
-	xfer(fd, &peer_info, sizeof(peer_info), false);
+	tp_xfer(fd, &c, 1, true, PEER_SECS);
+	tp_xfer(fd, &me, sizeof(me), true, PEER_SECS);
+	tp_xfer(fd, &peer_info, sizeof(peer_info), false, PEER_SECS);
 	qps_connect(d, qp, &peer_info);
 	c = 'g';
-	xfer(fd, &c, 1, true);
+	tp_xfer(fd, &c, 1, true, PEER_SECS);
 
 	struct stream s = { .d = d, .qp = qp, .opcode = IBV_WR_RDMA_READ, .local = r,
 			    .lkey = mr->lkey, .raddr = peer_info.addr,
 			    .rkey = peer_info.rkey, .stop = &stop };
 
 	if (O.op == OP_READ && pthread_create(&th, NULL, read_streamer, &s))
-		die("pthread_create failed");
+		tp_die("pthread_create failed");
 	/* the traffic shows at both ends of the region */
-	t0 = now_s();
+	t0 = tp_now_s();
 	while (!is_pattern(((volatile uint8_t *)r)[0]) ||
 	       !is_pattern(((volatile uint8_t *)r)[O.size - 1])) {
 		if (O.op != OP_READ) /* the thread polls: it owns the CQ */
 			owner_recvs(d, qp, r, mr->lkey, O.op == OP_SEND);
 		else if (O.passive)
 			usleep(100);
-		if (now_s() - t0 > 10)
-			die("no traffic into the region after 10 s (read stream: %" PRIu64
+		if (tp_now_s() - t0 > 10)
+			tp_die("no traffic into the region after 10 s (read stream: %" PRIu64
 			    " posted, %" PRIu64 " ok, %" PRIu64 " failed: status %d first)",
 			    s.st.posted, s.st.ok, s.st.failed, first_status(&s.st));
 	}
 	if (O.verbose)
-		printf("  traffic seen after %.1f ms\n", (now_s() - t0) * 1e3);
+		printf("  traffic seen after %.1f ms\n", (tp_now_s() - t0) * 1e3);
 	/* then a moment of its own in each round */
-	t0 = now_s() + (rand() % 2000) / 1e6;
-	while (now_s() < t0)
+	t0 = tp_now_s() + (rand() % 2000) / 1e6;
+	while (tp_now_s() < t0)
 		if (O.op != OP_READ)
 			owner_recvs(d, qp, r, mr->lkey, O.op == OP_SEND);
 		else if (O.passive)
@@ -607,16 +573,16 @@ static void owner_round(struct dev *d, int fd, pid_t child, struct round_result 
 	if (rand() % 3) {
 		uint8_t was = ((volatile uint8_t *)r)[0];
 
-		for (t0 = now_s(); ((volatile uint8_t *)r)[0] == was && now_s() - t0 < 0.05;)
+		for (t0 = tp_now_s(); ((volatile uint8_t *)r)[0] == was && tp_now_s() - t0 < 0.05;)
 			;
 	}
 	if (O.kill) {
 		kill(child, SIGKILL);
 		alarm(10); /* the dereg must come back */
 	}
-	t0 = now_s();
+	t0 = tp_now_s();
 	invalidate(mr, other);
-	t1 = now_s();
+	t1 = tp_now_s();
 	canary_fill(r, O.size);
 	if (O.kill)
 		alarm(ALARM_S);
@@ -633,10 +599,10 @@ static void owner_round(struct dev *d, int fd, pid_t child, struct round_result 
 		b = canary_broken(r, O.size);
 		if (b >= 0 && res->bad_off < 0) {
 			res->bad_off = b;
-			res->bad_after = now_s() - t1;
+			res->bad_after = tp_now_s() - t1;
 			res->bad_val = r[b];
 		}
-		if (!told && now_s() - t1 >= O.verify_ms / 1000.0) {
+		if (!told && tp_now_s() - t1 >= O.verify_ms / 1000.0) {
 			told = true;
 			if (O.kill)
 				break;
@@ -644,15 +610,15 @@ static void owner_round(struct dev *d, int fd, pid_t child, struct round_result 
 				atomic_store(&stop, true);
 			} else {
 				c = 's';
-				xfer(fd, &c, 1, true);
+				tp_xfer(fd, &c, 1, true, PEER_SECS);
 			}
 		}
 		if (told && (O.op == OP_READ ? atomic_load(&s.done) : cmd_waiting(fd)))
 			break;
-		if (now_s() - t1 > 30)
-			die("the stream did not stop within 30 s");
+		if (tp_now_s() - t1 > 30)
+			tp_die("the stream did not stop within 30 s");
 	}
-	res->t_watch = now_s() - t1;
+	res->t_watch = tp_now_s() - t1;
 	if (O.kill) {
 		waitpid(child, NULL, 0);
 		qps_destroy(qp);
@@ -660,25 +626,25 @@ static void owner_round(struct dev *d, int fd, pid_t child, struct round_result 
 		pthread_join(th, NULL);
 		res->st = s.st;
 		c = 's';
-		xfer(fd, &c, 1, true);
+		tp_xfer(fd, &c, 1, true, PEER_SECS);
 		struct stats ignored;
-		xfer(fd, &ignored, sizeof(ignored), false);
+		tp_xfer(fd, &ignored, sizeof(ignored), false, PEER_SECS);
 	} else {
-		xfer(fd, &res->st, sizeof(res->st), false);
+		tp_xfer(fd, &res->st, sizeof(res->st), false, PEER_SECS);
 	}
 	if (O.verbose)
-		printf("  stream stopped after %.1f ms\n", (now_s() - t1) * 1e3);
+		printf("  stream stopped after %.1f ms\n", (tp_now_s() - t1) * 1e3);
 	if (!O.kill) {
 		qps_destroy(qp);
 		c = 'x';
-		xfer(fd, &c, 1, true);
-		xfer(fd, &c, 1, false);
+		tp_xfer(fd, &c, 1, true, PEER_SECS);
+		tp_xfer(fd, &c, 1, false, PEER_SECS);
 	}
 	struct ibv_wc wc[32];
 	while (ibv_poll_cq(d->cq, 32, wc) > 0)
 		;
 	if (O.mode != M_DEREG && ibv_dereg_mr(mr))
-		die("ibv_dereg_mr after rereg failed");
+		tp_die("ibv_dereg_mr after rereg failed");
 	free(r);
 	free(other);
 }
@@ -756,17 +722,18 @@ int main(int argc, char **argv)
 	pid_t child, me = getpid();
 	struct dev d;
 
+	tp_on_die = say_fail;
 	parse(argc, argv);
 	srand((unsigned)getpid());
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGALRM, on_alarm);
 	alarm(ALARM_S);
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
-		die("socketpair: %s", strerror(errno));
+		tp_die("socketpair: %s", strerror(errno));
 	fflush(NULL);
 	child = fork();
 	if (child < 0)
-		die("fork: %s", strerror(errno));
+		tp_die("fork: %s", strerror(errno));
 	if (child == 0) {
 		close(sv[0]);
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -810,7 +777,7 @@ int main(int argc, char **argv)
 	if (!O.kill) {
 		char c = 'q';
 
-		xfer(sv[0], &c, 1, true);
+		tp_xfer(sv[0], &c, 1, true, PEER_SECS);
 		waitpid(child, NULL, 0);
 	}
 	printf("%s %s/%s%s: %d rounds of %zu B, canary held (%.0f ms at least) in %d; "

@@ -39,6 +39,8 @@
 
 #include "storm_util.h"
 
+const char *tp_who = "event_storm";
+
 #define MAXP 16
 
 static int P = 4, Q = 12, C = 2, B = 8, STUCK = 10, M = 8;
@@ -86,7 +88,7 @@ static void post_recv(struct child *c, int x)
 	int err = ibv_post_recv(c->qp[x], &wr, &bad);
 
 	if (err)
-		die("ibv_post_recv: %s", strerror(err));
+		tp_die("ibv_post_recv: %s", strerror(err));
 }
 
 static void post_sends(struct child *c, uint32_t imm)
@@ -112,7 +114,7 @@ static void post_sends(struct child *c, uint32_t imm)
 			int err = ibv_post_send(c->qp[x], &wr, &bad);
 
 			if (err)
-				die("ibv_post_send: %s", strerror(err));
+				tp_die("ibv_post_send: %s", strerror(err));
 		}
 }
 
@@ -121,7 +123,7 @@ static void take_wc(struct child *c, const struct ibv_wc *wc)
 	int x = (int)(uint32_t)wc->wr_id;
 
 	if (wc->status != IBV_WC_SUCCESS)
-		die("child %d: completion with status %s", c->me,
+		tp_die("child %d: completion with status %s", c->me,
 		    ibv_wc_status_str(wc->status));
 	c->cqes++;
 	if (wc->wr_id >> 32) {
@@ -135,7 +137,7 @@ static void take_wc(struct child *c, const struct ibv_wc *wc)
 	else if (r == c->round + 1)
 		c->recv_next++;
 	else
-		die("child %d: round %u message in round %u", c->me, r, c->round);
+		tp_die("child %d: round %u message in round %u", c->me, r, c->round);
 	if (imm >> 31)
 		c->stop_at = r;
 	post_recv(c, x);
@@ -150,12 +152,12 @@ static void on_event(struct child *c, struct ibv_cq *cq)
 	c->events++;
 	ibv_ack_cq_events(cq, 1);
 	if (ibv_req_notify_cq(cq, 0))
-		die("ibv_req_notify_cq failed");
+		tp_die("ibv_req_notify_cq failed");
 	while ((n = ibv_poll_cq(cq, 16, wc)) > 0)
 		for (int i = 0; i < n; i++)
 			take_wc(c, &wc[i]);
 	if (n < 0)
-		die("ibv_poll_cq failed");
+		tp_die("ibv_poll_cq failed");
 }
 
 static bool round_done(const struct child *c)
@@ -169,16 +171,16 @@ static bool round_done(const struct child *c)
 static void wait_round_polling(struct child *c)
 {
 	struct pollfd pf[64];
-	double idle_since = now_s();
+	double idle_since = tp_now_s();
 
 	for (int i = 0; i < c->nch; i++)
 		pf[i] = (struct pollfd){ .fd = c->ch[i]->fd, .events = POLLIN };
 	while (!round_done(c)) {
 		int n = poll(pf, (nfds_t)c->nch, 1000);
-		double t = now_s();
+		double t = tp_now_s();
 
 		if (n < 0 && errno != EINTR)
-			die("poll: %s", strerror(errno));
+			tp_die("poll: %s", strerror(errno));
 		if (n <= 0) {
 			if (t - idle_since > STUCK)
 				on_alarm(0);
@@ -196,7 +198,7 @@ static void wait_round_polling(struct child *c)
 			while (ibv_get_cq_event(c->ch[i], &cq, &ctx) == 0)
 				on_event(c, cq);
 			if (errno != EAGAIN)
-				die("ibv_get_cq_event: %s", strerror(errno));
+				tp_die("ibv_get_cq_event: %s", strerror(errno));
 		}
 	}
 }
@@ -207,14 +209,14 @@ static void wait_round_blocking(struct child *c)
 	while (!round_done(c)) {
 		struct ibv_cq *cq;
 		void *ctx;
-		double t = now_s();
+		double t = tp_now_s();
 
 		alarm((unsigned)STUCK);
 		if (ibv_get_cq_event(c->ch[0], &cq, &ctx))
-			die("ibv_get_cq_event: %s", strerror(errno));
+			tp_die("ibv_get_cq_event: %s", strerror(errno));
 		alarm(0);
-		if (now_s() - t > c->longest_wait)
-			c->longest_wait = now_s() - t;
+		if (tp_now_s() - t > c->longest_wait)
+			c->longest_wait = tp_now_s() - t;
 		on_event(c, cq);
 	}
 }
@@ -235,24 +237,24 @@ static void child_setup(struct child *c)
 	theirs = calloc((size_t)c->nqp, sizeof(*theirs));
 	c->buf = calloc(1, (size_t)M < 4096 ? 4096 : (size_t)M);
 	if (!c->ch || !c->cq || !c->qp || !mine || !theirs || !c->buf)
-		die("out of memory");
+		tp_die("out of memory");
 	c->mr = ibv_reg_mr(c->d.pd, c->buf, (size_t)M < 4096 ? 4096 : (size_t)M,
 			   IBV_ACCESS_LOCAL_WRITE);
 	if (!c->mr)
-		die("ibv_reg_mr: %s", strerror(errno));
+		tp_die("ibv_reg_mr: %s", strerror(errno));
 	for (int i = 0; i < c->nch; i++) {
 		c->ch[i] = ibv_create_comp_channel(c->d.ctx);
 		if (!c->ch[i])
-			die("ibv_create_comp_channel: %s", strerror(errno));
+			tp_die("ibv_create_comp_channel: %s", strerror(errno));
 		if (!c->blocking &&
 		    fcntl(c->ch[i]->fd, F_SETFL, fcntl(c->ch[i]->fd, F_GETFL) | O_NONBLOCK))
-			die("fcntl: %s", strerror(errno));
+			tp_die("fcntl: %s", strerror(errno));
 	}
 	for (x = 0; x < c->nqp; x++) {
 		c->cq[x] = ibv_create_cq(c->d.ctx, 4 * B + 4, (void *)(intptr_t)x,
 					 c->ch[x % c->nch], 0);
 		if (!c->cq[x])
-			die("ibv_create_cq: %s", strerror(errno));
+			tp_die("ibv_create_cq: %s", strerror(errno));
 		c->qp[x] = storm_qp(&c->d, c->cq[x], c->cq[x], (uint32_t)(2 * B),
 				    (uint32_t)(2 * B));
 		storm_addr_of(&c->d, c->qp[x], &mine[x]);
@@ -265,7 +267,7 @@ static void child_setup(struct child *c)
 		for (int i = 0; i < 2 * B; i++)
 			post_recv(c, x);
 		if (ibv_req_notify_cq(c->cq[x], 0))
-			die("ibv_req_notify_cq failed");
+			tp_die("ibv_req_notify_cq failed");
 	}
 	free(mine);
 	free(theirs);
@@ -278,14 +280,14 @@ static int child_main(int me, int fd)
 	char go;
 
 	my_index = me;
-	storm_who = "event_storm child";
+	tp_who = "event_storm child";
 	signal(SIGALRM, on_alarm);
 	child_setup(&c);
 	storm_write_all(fd, "r", 1);       /* connected, receives posted */
 	storm_read_all(fd, &go, 1);        /* every child is */
-	deadline = now_s() + T;
+	deadline = tp_now_s() + T;
 	for (;; c.round++) {
-		bool last = me == 0 ? now_s() >= deadline : false;
+		bool last = me == 0 ? tp_now_s() >= deadline : false;
 
 		cur_round = (sig_atomic_t)c.round;
 		post_sends(&c, c.round | (last ? 0x80000000u : 0));
@@ -318,7 +320,7 @@ static int parent_main(int *fds, pid_t *pids)
 	char b;
 
 	if (!a)
-		die("out of memory");
+		tp_die("out of memory");
 	for (int i = 0; i < P; i++)
 		if (recv(fds[i], a + (size_t)i * per, per * sizeof(*a), MSG_WAITALL) !=
 		    (ssize_t)(per * sizeof(*a)))
@@ -394,16 +396,16 @@ int main(int argc, char **argv)
 	}
 	if (P < 2 || P > MAXP || Q < 1 || C < 1 || C > 64 || B < 1 || STUCK < 1 ||
 	    M < 8 || M > (1 << 24))
-		die("bad arguments");
+		tp_die("bad arguments");
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	for (int i = 0; i < P; i++) {
 		int sv[2];
 
 		if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
-			die("socketpair: %s", strerror(errno));
+			tp_die("socketpair: %s", strerror(errno));
 		pids[i] = fork();
 		if (pids[i] < 0)
-			die("fork: %s", strerror(errno));
+			tp_die("fork: %s", strerror(errno));
 		if (!pids[i]) {
 			close(sv[0]);
 			for (int j = 0; j < i; j++)

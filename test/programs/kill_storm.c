@@ -47,6 +47,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tp_common.h"
+
 #define NS        2          /* survivors */
 #define NV        3          /* victim places */
 #define SRQ_WR    256
@@ -86,14 +88,6 @@ struct board {
 
 static struct board *B;
 static bool verbose, no_heap_check;
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static void die(const char *fmt, ...)
 {
@@ -264,14 +258,14 @@ static void victim(int v, uint32_t inc)
 	vp->lid = d.port.lid;
 	memcpy(vp->gid, d.gid.raw, 16);
 	atomic_store(&vp->ready, inc);
-	for (t0 = now_s(); ; usleep(1000)) {
+	for (t0 = tp_now_s(); ; usleep(1000)) {
 		int n = 0;
 
 		for (int s = 0; s < NS; s++)
 			n += atomic_load(&vp->sready[s]) == inc;
 		if (n == NS)
 			break;
-		if (now_s() - t0 > 30)
+		if (tp_now_s() - t0 > 30)
 			die("victim %d.%u: survivors never connected", v, inc);
 	}
 	for (int s = 0; s < NS; s++)
@@ -423,7 +417,7 @@ static void survivor(int s)
 	struct srv x = { .s = s };
 	struct splace *me = &B->s[s], *other = &B->s[1 - s];
 	uint32_t nrecv = SRQ_WR;
-	double last = now_s();
+	double last = tp_now_s();
 	uint64_t seen = 0;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -437,8 +431,8 @@ static void survivor(int s)
 	me->lid = x.d.port.lid;
 	memcpy(me->gid, x.d.gid.raw, 16);
 	atomic_store(&me->up, 1);
-	for (double t0 = now_s(); !atomic_load(&other->up); usleep(1000))
-		if (now_s() - t0 > UP_S)
+	for (double t0 = tp_now_s(); !atomic_load(&other->up); usleep(1000))
+		if (tp_now_s() - t0 > UP_S)
 			sfail(s, "the other survivor never came up in %.0f s", UP_S);
 	connect_qp(&x.d, x.peer, other->qpn, other->lid, other->gid);
 	while (!atomic_load(&B->stop)) {
@@ -469,8 +463,8 @@ static void survivor(int s)
 			srq_post_pending(&x);
 		if (x.peer_seq != seen) {
 			seen = x.peer_seq;
-			last = now_s();
-		} else if (now_s() - last > STALL_S) {
+			last = tp_now_s();
+		} else if (tp_now_s() - last > STALL_S) {
 			sfail(s, "nothing from the other survivor for %.0f s (message %" PRIu64
 			      " awaited, %u of ours in flight)", STALL_S, x.peer_seq, x.inflight);
 		}
@@ -551,7 +545,7 @@ static void victim_start(int v, unsigned *rnd)
 	vpid[v] = spawn(victim_entry, v);
 	/* a random moment: 0..250 ms, so that deaths fall in setup, in the
 	 * connection and in the stream */
-	vkill_at[v] = now_s() + (rand_r(rnd) % 250) / 1000.0;
+	vkill_at[v] = tp_now_s() + (rand_r(rnd) % 250) / 1000.0;
 }
 
 static bool survivors_ok(pid_t *spid)
@@ -590,7 +584,7 @@ int main(int argc, char **argv)
 {
 	unsigned seed = 1, kills = 100, done = 0, checks = 0;
 	pid_t spid[NS];
-	double t0 = now_s();
+	double t0 = tp_now_s();
 	char out[2048];
 	bool ok = true;
 	int opt;
@@ -615,11 +609,11 @@ int main(int argc, char **argv)
 		spid[s] = spawn(survivor, s);
 	/* a survivor that cannot start (it says why on stderr) fails the run
 	 * now: the storm needs both */
-	for (double w = now_s(); !atomic_load(&B->s[0].up) || !atomic_load(&B->s[1].up);
+	for (double w = tp_now_s(); !atomic_load(&B->s[0].up) || !atomic_load(&B->s[1].up);
 	     usleep(1000)) {
 		if (!survivors_ok(spid))
 			return end_early(spid);
-		if (now_s() - w > UP_S) {
+		if (tp_now_s() - w > UP_S) {
 			printf("FAIL: the survivors were not up in %.0f s\n", UP_S);
 			return end_early(spid);
 		}
@@ -630,7 +624,7 @@ int main(int argc, char **argv)
 		for (int v = 0; v < NV && done < kills; v++) {
 			int st, hc = 1;
 
-			if (now_s() < vkill_at[v])
+			if (tp_now_s() < vkill_at[v])
 				continue;
 			kill(vpid[v], SIGKILL);
 			waitpid(vpid[v], &st, 0);
@@ -645,7 +639,7 @@ int main(int argc, char **argv)
 			atomic_store(&B->v[v].dead, atomic_load(&B->v[v].inc));
 			done++;
 			/* the survivors reclaim it (pidfd): then the heap */
-			for (double w = now_s(); hc == 1 && now_s() - w < 10; usleep(2000))
+			for (double w = tp_now_s(); hc == 1 && tp_now_s() - w < 10; usleep(2000))
 				hc = heap_check(out, sizeof(out));
 			checks++;
 			if (hc) {
@@ -672,7 +666,7 @@ int main(int argc, char **argv)
 	if (ok) {
 		uint64_t a = atomic_load(&B->s[0].from_peer), b = atomic_load(&B->s[1].from_peer);
 
-		for (double w = now_s(); ok && now_s() - w < STALL_S; usleep(10000)) {
+		for (double w = tp_now_s(); ok && tp_now_s() - w < STALL_S; usleep(10000)) {
 			ok = survivors_ok(spid);
 			if (atomic_load(&B->s[0].from_peer) > a + 100 &&
 			    atomic_load(&B->s[1].from_peer) > b + 100)
@@ -706,7 +700,7 @@ int main(int argc, char **argv)
 	}
 	printf("%u kills in %.1f s, %u heap checks; survivors checked %" PRIu64 " + %" PRIu64
 	       " messages from each other, %" PRIu64 " + %" PRIu64 " from victims: %s\n",
-	       done, now_s() - t0, checks, atomic_load(&B->s[0].from_peer),
+	       done, tp_now_s() - t0, checks, atomic_load(&B->s[0].from_peer),
 	       atomic_load(&B->s[1].from_peer), atomic_load(&B->s[0].from_victims),
 	       atomic_load(&B->s[1].from_victims), ok ? "PASS" : "FAIL");
 	return ok ? 0 : 1;

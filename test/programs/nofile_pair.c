@@ -33,23 +33,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "tp_common.h"
+
 #define BIG   (48 * 1024)
 #define SMALL 64
 #define NRECV 8
 
-static const char *who = "nofile_pair";
-
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "%s: ", who);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
+const char *tp_who = "nofile_pair";
 
 struct side {
 	struct ibv_context *ctx;
@@ -79,25 +69,25 @@ static void open_side(struct side *s, const char *dev)
 		if (!strcmp(ibv_get_device_name(list[i]), dev))
 			break;
 	if (!list || i == n)
-		die("no device %s", dev);
+		tp_die("no device %s", dev);
 	s->ctx = ibv_open_device(list[i]);
 	ibv_free_device_list(list);
 	if (!s->ctx || ibv_query_port(s->ctx, 1, &port))
-		die("ibv_open_device: %s", strerror(errno));
+		tp_die("ibv_open_device: %s", strerror(errno));
 	s->lid = port.lid;
 	s->pd = ibv_alloc_pd(s->ctx);
 	s->buf = calloc(NRECV + 1, BIG);
 	if (!s->pd || !s->buf)
-		die("ibv_alloc_pd: %s", strerror(errno));
+		tp_die("ibv_alloc_pd: %s", strerror(errno));
 	s->mr = ibv_reg_mr(s->pd, s->buf, (size_t)(NRECV + 1) * BIG, IBV_ACCESS_LOCAL_WRITE);
 	s->cq = ibv_create_cq(s->ctx, 2 * NRECV + 8, NULL, NULL, 0);
 	if (!s->mr || !s->cq)
-		die("ibv_reg_mr / ibv_create_cq: %s", strerror(errno));
+		tp_die("ibv_reg_mr / ibv_create_cq: %s", strerror(errno));
 	ia.send_cq = ia.recv_cq = s->cq;
 	s->qp = ibv_create_qp(s->pd, &ia);
 	if (!s->qp || ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
 				    IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-		die("ibv_create_qp / INIT: %s", strerror(errno));
+		tp_die("ibv_create_qp / INIT: %s", strerror(errno));
 }
 
 static void post_recv(struct side *s, int k)
@@ -106,7 +96,7 @@ static void post_recv(struct side *s, int k)
 	struct ibv_recv_wr wr = { .wr_id = (uint64_t)k, .sg_list = &sge, .num_sge = 1 }, *bad;
 
 	if (ibv_post_recv(s->qp, &wr, &bad))
-		die("ibv_post_recv failed");
+		tp_die("ibv_post_recv failed");
 }
 
 static void connect_qp(struct side *s, uint32_t qpn, uint16_t lid)
@@ -120,7 +110,7 @@ static void connect_qp(struct side *s, uint32_t qpn, uint16_t lid)
 	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
 			  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
 			  IBV_QP_MIN_RNR_TIMER))
-		die("modify to RTR failed");
+		tp_die("modify to RTR failed");
 	a.qp_state = IBV_QPS_RTS;
 	a.timeout = 14;
 	a.retry_cnt = 7;
@@ -129,7 +119,7 @@ static void connect_qp(struct side *s, uint32_t qpn, uint16_t lid)
 	a.max_rd_atomic = 1;
 	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
 			  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
-		die("modify to RTS failed");
+		tp_die("modify to RTS failed");
 }
 
 /* No descriptor above the highest open one: every new one is EMFILE. */
@@ -141,7 +131,7 @@ static void starve_fds(void)
 	DIR *d = opendir("/proc/self/fd");
 
 	if (!d)
-		die("opendir /proc/self/fd: %s", strerror(errno));
+		tp_die("opendir /proc/self/fd: %s", strerror(errno));
 	while ((de = readdir(d)))
 		if (atoi(de->d_name) > maxfd && atoi(de->d_name) != dirfd(d))
 			maxfd = atoi(de->d_name);
@@ -152,13 +142,13 @@ static void starve_fds(void)
 	if (fd > maxfd)
 		maxfd = fd;
 	if (getrlimit(RLIMIT_NOFILE, &rl))
-		die("getrlimit: %s", strerror(errno));
+		tp_die("getrlimit: %s", strerror(errno));
 	rl.rlim_cur = (rlim_t)maxfd + 1;
 	if (setrlimit(RLIMIT_NOFILE, &rl))
-		die("setrlimit: %s", strerror(errno));
+		tp_die("setrlimit: %s", strerror(errno));
 	fd = open("/proc/self/stat", O_RDONLY);
 	if (fd >= 0 || errno != EMFILE)
-		die("a descriptor could still be opened (fd %d, %s)", fd, strerror(errno));
+		tp_die("a descriptor could still be opened (fd %d, %s)", fd, strerror(errno));
 }
 
 #define STOP (1ULL << 63)
@@ -187,7 +177,7 @@ static void send_msg(struct side *s, uint64_t round)
 	for (size_t i = 8; i < len; i++)
 		p[i] = pattern(round, i);
 	if (ibv_post_send(s->qp, &wr, &bad))
-		die("ibv_post_send failed");
+		tp_die("ibv_post_send failed");
 }
 
 /*
@@ -206,14 +196,14 @@ static uint64_t wait_round(struct side *s, int sent)
 		int n = ibv_poll_cq(s->cq, 1, &wc);
 
 		if (n < 0)
-			die("ibv_poll_cq failed");
+			tp_die("ibv_poll_cq failed");
 		if (!n) {
 			if (time(NULL) > limit)
-				die("no completion for 30 s");
+				tp_die("no completion for 30 s");
 			continue;
 		}
 		if (wc.status != IBV_WC_SUCCESS)
-			die("%s (wr_id %" PRIu64 ")", ibv_wc_status_str(wc.status), wc.wr_id);
+			tp_die("%s (wr_id %" PRIu64 ")", ibv_wc_status_str(wc.status), wc.wr_id);
 		if (wc.wr_id == 1000) {
 			got_send = 1;
 			continue;
@@ -222,10 +212,10 @@ static uint64_t wait_round(struct side *s, int sent)
 
 		memcpy(&round, p, 8);
 		if (wc.byte_len != msg_len(round))
-			die("round %" PRIu64 ": %u bytes", round & ~STOP, wc.byte_len);
+			tp_die("round %" PRIu64 ": %u bytes", (uint64_t)(round & ~STOP), wc.byte_len);
 		for (size_t i = 8; i < wc.byte_len; i++)
 			if (p[i] != pattern(round, i))
-				die("round %" PRIu64 ": byte %zu wrong", round & ~STOP, i);
+				tp_die("round %" PRIu64 ": byte %zu wrong", (uint64_t)(round & ~STOP), i);
 		post_recv(s, (int)wc.wr_id);
 		got_recv = 1;
 	}
@@ -252,13 +242,13 @@ int main(int argc, char **argv)
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
-		die("socketpair: %s", strerror(errno));
+		tp_die("socketpair: %s", strerror(errno));
 	child = fork();
 	if (child < 0)
-		die("fork: %s", strerror(errno));
+		tp_die("fork: %s", strerror(errno));
 	int fd = child ? sv[0] : sv[1];
 	close(child ? sv[1] : sv[0]);
-	who = child ? "nofile_pair parent" : "nofile_pair child";
+	tp_who = child ? "nofile_pair parent" : "nofile_pair child";
 	memset(&s, 0, sizeof(s));
 	open_side(&s, dev);
 	for (int k = 0; k < NRECV; k++)
@@ -267,12 +257,12 @@ int main(int argc, char **argv)
 	me.lid = s.lid;
 	if (write(fd, &me, sizeof(me)) != sizeof(me) ||
 	    read(fd, &peer, sizeof(peer)) != sizeof(peer))
-		die("exchange failed");
+		tp_die("exchange failed");
 	starve_fds();
 	connect_qp(&s, peer.qpn, peer.lid);
 	/* both starved and connected before the first message */
 	if (write(fd, &c, 1) != 1 || read(fd, &c, 1) != 1)
-		die("sync failed");
+		tp_die("sync failed");
 	if (child)
 		printf("pids %d %d\n", (int)getpid(), (int)child);
 	time_t end = time(NULL) + secs;
@@ -282,7 +272,7 @@ int main(int argc, char **argv)
 
 			send_msg(&s, r);
 			if (wait_round(&s, 1) != r)
-				die("round %" PRIu64 ": another echo", round);
+				tp_die("round %" PRIu64 ": another echo", round);
 			if (r & STOP)
 				break;
 		} else {
@@ -296,7 +286,7 @@ int main(int argc, char **argv)
 			while (!(n = ibv_poll_cq(s.cq, 1, &wc)))
 				;
 			if (n < 0 || wc.status != IBV_WC_SUCCESS || wc.wr_id != 1000)
-				die("echo of round %" PRIu64 " failed", r & ~STOP);
+				tp_die("echo of round %" PRIu64 " failed", (uint64_t)(r & ~STOP));
 			if (r & STOP)
 				break;
 		}
@@ -305,7 +295,7 @@ int main(int argc, char **argv)
 		return 0;
 	if (waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
 	    WEXITSTATUS(status))
-		die("the child failed");
+		tp_die("the child failed");
 	printf("ok %" PRIu64 " round trips\n", round);
 	return 0;
 }

@@ -36,6 +36,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tp_common.h"
+
+/* the longest the other side may stay silent on the control socket */
+#define PEER_SECS 30
+
 #define MSG_SIZE    64
 #define MAX_WINDOW  64
 #define BOUND_SECS  10.0   /* death to last completion */
@@ -64,27 +69,7 @@ struct info {
 	uint32_t psn;
 };
 
-static const char *who = "peer_death";
-
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "%s: ", who);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
+const char *tp_who = "peer_death";
 
 /*
  * Shared with the child (MAP_SHARED before the fork): the CLOCK_MONOTONIC
@@ -106,14 +91,6 @@ static const char *const phase_names[] = {
 };
 enum { PH_SETUP, PH_POST, PH_POLL, PH_LOOP, PH_TEARDOWN };
 
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static void on_alarm(int sig)
 {
 	char m[256];
@@ -125,7 +102,7 @@ static void on_alarm(int sig)
 		     "%" PRIu64 " WRs posted, %" PRIu64 " completed; %s %" PRId64
 		     " ms ago\n", variant, phase_names[phase], ALARM_SECS, n_posted,
 		     n_done, k ? "the child raised SIGKILL" :
-		     "the child has not died", k ? (now_ns() - k) / 1000000 : 0);
+		     "the child has not died", k ? (tp_now_ns() - k) / 1000000 : 0);
 	if (n > 0 && write(1, m, (size_t)n) < 0)
 		_exit(1);
 	_exit(1);
@@ -160,67 +137,43 @@ static void open_side(struct side *s, uint32_t sq, uint32_t rq)
 
 	list = ibv_get_device_list(&n);
 	if (!list)
-		die("ibv_get_device_list: %s", strerror(errno));
+		tp_die("ibv_get_device_list: %s", strerror(errno));
 	for (i = 0; i < n; i++)
 		if (!strcmp(ibv_get_device_name(list[i]), O.dev))
 			break;
 	if (i == n)
-		die("no device %s (is build/lib the libibverbs in use?)",
+		tp_die("no device %s (is build/lib the libibverbs in use?)",
 		    O.dev);
 	s->ctx = ibv_open_device(list[i]);
 	if (!s->ctx)
-		die("ibv_open_device: %s", strerror(errno));
+		tp_die("ibv_open_device: %s", strerror(errno));
 	ibv_free_device_list(list);
 	if ((err = ibv_query_port(s->ctx, 1, &s->port)))
-		die("ibv_query_port: %s", strerror(err));
+		tp_die("ibv_query_port: %s", strerror(err));
 	if ((err = ibv_query_gid(s->ctx, 1, 0, &s->gid)))
-		die("ibv_query_gid: %s", strerror(err));
+		tp_die("ibv_query_gid: %s", strerror(err));
 	s->pd = ibv_alloc_pd(s->ctx);
 	if (!s->pd)
-		die("ibv_alloc_pd: %s", strerror(errno));
+		tp_die("ibv_alloc_pd: %s", strerror(errno));
 	s->buflen = (size_t)MAX_WINDOW * MSG_SIZE;
 	s->buf = aligned_alloc(4096, s->buflen);
 	if (!s->buf)
-		die("out of memory");
+		tp_die("out of memory");
 	memset(s->buf, 0, s->buflen);
 	s->mr = ibv_reg_mr(s->pd, s->buf, s->buflen, IBV_ACCESS_LOCAL_WRITE |
 			   IBV_ACCESS_REMOTE_WRITE);
 	if (!s->mr)
-		die("ibv_reg_mr: %s", strerror(errno));
+		tp_die("ibv_reg_mr: %s", strerror(errno));
 	s->cq = ibv_create_cq(s->ctx, (int)(sq + rq), NULL, NULL, 0);
 	if (!s->cq)
-		die("ibv_create_cq: %s", strerror(errno));
+		tp_die("ibv_create_cq: %s", strerror(errno));
 	ia.send_cq = ia.recv_cq = s->cq;
 	s->qp = ibv_create_qp(s->pd, &ia);
 	if (!s->qp)
-		die("ibv_create_qp: %s", strerror(errno));
+		tp_die("ibv_create_qp: %s", strerror(errno));
 	if ((err = ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
 				 IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)))
-		die("ibv_modify_qp to INIT: %s", strerror(err));
-}
-
-static void xfer(int fd, void *p, size_t n, bool out)
-{
-	uint8_t *c = p;
-
-	while (n) {
-		ssize_t r;
-
-		if (!out) {
-			struct pollfd pfd = { .fd = fd, .events = POLLIN };
-
-			if (poll(&pfd, 1, 30000) <= 0)
-				die("no word from the peer for 30 s");
-		}
-		r = out ? write(fd, c, n) : read(fd, c, n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			die("socketpair %s: %s", out ? "write" : "read",
-			    r ? strerror(errno) : "the peer closed it");
-		c += r;
-		n -= (size_t)r;
-	}
+		tp_die("ibv_modify_qp to INIT: %s", strerror(err));
 }
 
 static void exchange(struct side *s, int fd, struct info *peer, uint32_t psn)
@@ -232,8 +185,8 @@ static void exchange(struct side *s, int fd, struct info *peer, uint32_t psn)
 	int err;
 
 	memcpy(me.gid, s->gid.raw, 16);
-	xfer(fd, &me, sizeof(me), true);
-	xfer(fd, peer, sizeof(*peer), false);
+	tp_xfer(fd, &me, sizeof(me), true, PEER_SECS);
+	tp_xfer(fd, peer, sizeof(*peer), false, PEER_SECS);
 
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTR;
@@ -253,7 +206,7 @@ static void exchange(struct side *s, int fd, struct info *peer, uint32_t psn)
 				 IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
 				 IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
 				 IBV_QP_MIN_RNR_TIMER)))
-		die("ibv_modify_qp to RTR: %s", strerror(err));
+		tp_die("ibv_modify_qp to RTR: %s", strerror(err));
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
 	a.timeout = O.timeout;
@@ -264,7 +217,7 @@ static void exchange(struct side *s, int fd, struct info *peer, uint32_t psn)
 	if ((err = ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
 				 IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
 				 IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC)))
-		die("ibv_modify_qp to RTS: %s", strerror(err));
+		tp_die("ibv_modify_qp to RTS: %s", strerror(err));
 }
 
 /* ---- the victim ---- */
@@ -278,7 +231,7 @@ static void child(int fd, bool writes)
 	double t0;
 	char c = 'r';
 
-	who = "peer_death[child]";
+	tp_who = "peer_death[child]";
 	open_side(&s, 1, nrecv);
 	for (uint32_t i = 0; i < nrecv; i++) {
 		struct ibv_sge sge = { .addr = (uintptr_t)s.buf,
@@ -289,16 +242,16 @@ static void child(int fd, bool writes)
 		int err = ibv_post_recv(s.qp, &wr, &bad);
 
 		if (err)
-			die("ibv_post_recv %u of %u: %s", i, nrecv,
+			tp_die("ibv_post_recv %u of %u: %s", i, nrecv,
 			    strerror(err));
 	}
 	exchange(&s, fd, &peer, 0x123456);
-	xfer(fd, &c, 1, true);
+	tp_xfer(fd, &c, 1, true, PEER_SECS);
 
 	/* Receives land in the last slot of the buffer; writes update the
 	 * counter in the first 8 bytes. */
 	counter = (volatile uint64_t *)s.buf;
-	t0 = now_s();
+	t0 = tp_now_s();
 	for (;;) {
 		if (writes) {
 			if (*counter >= O.k)
@@ -308,18 +261,18 @@ static void child(int fd, bool writes)
 			int n = ibv_poll_cq(s.cq, 1, &wc);
 
 			if (n < 0)
-				die("ibv_poll_cq failed");
+				tp_die("ibv_poll_cq failed");
 			if (n && wc.status != IBV_WC_SUCCESS)
-				die("receive %u completed with %s", got,
+				tp_die("receive %u completed with %s", got,
 				    ibv_wc_status_str(wc.status));
 			if (n && ++got >= O.k)
 				break;
 		}
-		if (now_s() - t0 > 30)
-			die("only %u of %u messages arrived in 30 s",
+		if (tp_now_s() - t0 > 30)
+			tp_die("only %u of %u messages arrived in 30 s",
 			    writes ? (uint32_t)*counter : got, O.k);
 	}
-	atomic_store(&SH->kill_ns, now_ns());
+	atomic_store(&SH->kill_ns, tp_now_ns());
 	raise(SIGKILL);
 	_exit(3); /* not reached */
 }
@@ -360,10 +313,10 @@ static int run_variant(bool writes)
 	alarm(ALARM_SECS);
 	fflush(NULL);
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) < 0)
-		die("socketpair: %s", strerror(errno));
+		tp_die("socketpair: %s", strerror(errno));
 	pid = fork();
 	if (pid < 0)
-		die("fork: %s", strerror(errno));
+		tp_die("fork: %s", strerror(errno));
 	if (pid == 0) {
 		close(sv[0]);
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -375,9 +328,9 @@ static int run_variant(bool writes)
 	fd = sv[0];
 	open_side(&s, O.window, 1);
 	exchange(&s, fd, &peer, 0x654321);
-	xfer(fd, &c, 1, false); /* the child's receives are posted */
+	tp_xfer(fd, &c, 1, false, PEER_SECS); /* the child's receives are posted */
 
-	double start = now_s(), t_kill = 0;
+	double start = tp_now_s(), t_kill = 0;
 	for (;;) {
 		struct ibv_wc wc[16];
 		double t;
@@ -403,18 +356,18 @@ static int run_variant(bool writes)
 				wr.wr.rdma.remote_addr = peer.addr;
 				wr.wr.rdma.rkey = peer.rkey;
 			}
-			double tp = now_s();
+			double tp = tp_now_s();
 
 			phase = PH_POST;
 			err = ibv_post_send(s.qp, &wr, &bad);
 			phase = PH_LOOP;
-			tp = now_s() - tp;
+			tp = tp_now_s() - tp;
 			if (tp > r.max_post)
 				r.max_post = tp;
 			if (err) {
 				fprintf(stderr, "%s: ibv_post_send of WR %" PRIu64
 					" failed: %s (before any error "
-					"completion)\n", who, r.posted,
+					"completion)\n", tp_who, r.posted,
 					strerror(err));
 				pass = false;
 				goto out;
@@ -427,8 +380,8 @@ static int run_variant(bool writes)
 		n = ibv_poll_cq(s.cq, 16, wc);
 		phase = PH_LOOP;
 		if (n < 0)
-			die("ibv_poll_cq failed");
-		t = now_s();
+			tp_die("ibv_poll_cq failed");
+		t = tp_now_s();
 		n_done += n > 0 ? (uint64_t)n : 0;
 		if (!t_kill && atomic_load(&SH->kill_ns))
 			t_kill = atomic_load(&SH->kill_ns) / 1e9;
@@ -465,7 +418,7 @@ static int run_variant(bool writes)
 					fprintf(stderr, "%s: %s: child reaped "
 						"%.3f s after it raised SIGKILL;"
 						" %" PRIu64 " WRs outstanding\n",
-						who, name, now_s() - t_kill,
+						tp_who, name, tp_now_s() - t_kill,
 						outstanding);
 			}
 		}
@@ -490,18 +443,18 @@ static int run_variant(bool writes)
 			.opcode = writes ? IBV_WR_RDMA_WRITE : IBV_WR_SEND,
 		}, *bad;
 		struct ibv_wc wc;
-		double t0 = now_s();
+		double t0 = tp_now_s();
 
 		if (writes) {
 			wr.wr.rdma.remote_addr = peer.addr;
 			wr.wr.rdma.rkey = peer.rkey;
 		}
 		r.post_after = ibv_post_send(s.qp, &wr, &bad);
-		while (!r.post_after && now_s() - t0 < 5) {
+		while (!r.post_after && tp_now_s() - t0 < 5) {
 			int n = ibv_poll_cq(s.cq, 1, &wc);
 
 			if (n < 0)
-				die("ibv_poll_cq failed");
+				tp_die("ibv_poll_cq failed");
 			if (n) {
 				r.after_completed = true;
 				r.after_status = wc.status;
@@ -516,7 +469,7 @@ out:
 		waitpid(pid, &r.child_status, 0);
 		r.child_reaped = true;
 		fprintf(stderr, "%s: %s: the child had not died; killed it\n",
-			who, name);
+			tp_who, name);
 		pass = false;
 	}
 
@@ -646,28 +599,28 @@ int main(int argc, char **argv)
 			O.write = !strcmp(optarg, "write") ||
 				  !strcmp(optarg, "both");
 			if (!O.send && !O.write)
-				die("bad -o '%s' (send, write, both)", optarg);
+				tp_die("bad -o '%s' (send, write, both)", optarg);
 			break;
 		case 'k':
 			O.k = (uint32_t)strtoul(optarg, NULL, 0);
 			if (O.k < 1 || O.k > 12000)
-				die("-k must be 1..12000");
+				tp_die("-k must be 1..12000");
 			break;
 		case 'T':
 			O.timeout = (uint8_t)atoi(optarg);
 			if (atoi(optarg) < 1 || atoi(optarg) > 18)
-				die("-T must be 1..18 (a try lasts 4.096 us "
+				tp_die("-T must be 1..18 (a try lasts 4.096 us "
 				    "* 2^T: 1.07 s at 18)");
 			break;
 		case 'r':
 			O.retry = (uint8_t)atoi(optarg);
 			if (atoi(optarg) < 0 || atoi(optarg) > 7)
-				die("-r must be 0..7");
+				tp_die("-r must be 0..7");
 			break;
 		case 'w':
 			O.window = (uint32_t)atoi(optarg);
 			if (O.window < 1 || O.window > MAX_WINDOW)
-				die("-w must be 1..%d", MAX_WINDOW);
+				tp_die("-w must be 1..%d", MAX_WINDOW);
 			break;
 		case 'd':
 			O.dev = optarg;
@@ -684,7 +637,7 @@ int main(int argc, char **argv)
 	SH = mmap(NULL, sizeof(*SH), PROT_READ | PROT_WRITE,
 		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (SH == MAP_FAILED)
-		die("mmap: %s", strerror(errno));
+		tp_die("mmap: %s", strerror(errno));
 	signal(SIGALRM, on_alarm);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	printf("peer_death: RC, timeout %u (%.3f s a try), retry_cnt %u: the "

@@ -32,6 +32,8 @@
 
 #include <infiniband/verbs.h>
 
+#include "tp_common.h"
+
 #define MSG 64
 #define TIMEOUT_S 60
 
@@ -42,14 +44,6 @@ static struct ibv_port_attr port;
 static union ibv_gid gid;
 static bool have_gid;
 static const char *who = "qp_scale";
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 #define DIE(...) do { fprintf(stderr, "%s: ", who); fprintf(stderr, __VA_ARGS__); \
 		      fputc('\n', stderr); exit(1); } while (0)
@@ -155,7 +149,7 @@ struct progress {
 static void drain_to(struct progress *p, unsigned nrecv, unsigned nsend,
 		     uint8_t *rbuf, uint32_t tag)
 {
-	double end = now_s() + TIMEOUT_S;
+	double end = tp_now_s() + TIMEOUT_S;
 	unsigned r = p->r, s = p->s;
 	struct ibv_wc wc[64];
 
@@ -184,7 +178,7 @@ static void drain_to(struct progress *p, unsigned nrecv, unsigned nsend,
 				s++;
 			}
 		}
-		if (now_s() > end)
+		if (tp_now_s() > end)
 			DIE("timeout: %u/%u receives, %u/%u sends", r, nrecv, s, nsend);
 	}
 	p->r = r;
@@ -232,14 +226,14 @@ static int run_many(int n, int t)
 	nums = calloc((size_t)n, sizeof(*nums));
 	if (!qps || !nums)
 		DIE("out of memory");
-	t0 = now_s();
+	t0 = tp_now_s();
 	for (int i = 0; i < n; i++) {
 		qps[i] = qp_new();
 		if (!qps[i])
 			DIE("create_qp %d of %d: %s", i + 1, n, strerror(errno));
 		nums[i] = qps[i]->qp_num;
 	}
-	double t_create = now_s() - t0;
+	double t_create = tp_now_s() - t0;
 
 	if (n == da.max_qp) {
 		struct ibv_qp *over;
@@ -287,11 +281,11 @@ static int run_many(int n, int t)
 	/* a number freed does not come back at once */
 	uint32_t last = qps[n - 1]->qp_num;
 
-	t0 = now_s();
+	t0 = tp_now_s();
 	for (int i = 0; i < n; i++)
 		if (ibv_destroy_qp(qps[i]))
 			DIE("destroy_qp %d: %s", i, strerror(errno));
-	double t_destroy = now_s() - t0;
+	double t_destroy = tp_now_s() - t0;
 
 	/* the numbers freed last are the last to come back: none of the
 	 * last 16 destroyed in the next 16 created */
@@ -355,7 +349,7 @@ static void side(int n, int window, int rd, int wr, uint32_t my_tag, uint32_t pe
 	struct ibv_qp **qps = calloc((size_t)n, sizeof(*qps));
 	uint32_t *mine = calloc((size_t)n, 4), *theirs = calloc((size_t)n, 4);
 	uint8_t *sbuf = calloc((size_t)n, MSG), *rbuf = calloc((size_t)n, MSG);
-	double t0 = now_s();
+	double t0 = tp_now_s();
 	char c = 0;
 
 	if (!qps || !mine || !theirs || !sbuf || !rbuf)
@@ -378,7 +372,7 @@ static void side(int n, int window, int rd, int wr, uint32_t my_tag, uint32_t pe
 		qp_connect(qps[i], theirs[i]);
 		post_recv(qps[i], rmr, rbuf + (size_t)i * MSG, (uint64_t)i);
 	}
-	double t_setup = now_s() - t0;
+	double t_setup = tp_now_s() - t0;
 
 	/* both sides' receives are posted before anyone sends */
 	xwrite(wr, &c, 1);
@@ -391,7 +385,7 @@ static void side(int n, int window, int rd, int wr, uint32_t my_tag, uint32_t pe
 	 */
 	struct progress pr = { 0, 0 };
 
-	t0 = now_s();
+	t0 = tp_now_s();
 	for (int i = 0; i < n; i++) {
 		if ((unsigned)i >= pr.s + (unsigned)window)
 			drain_to(&pr, 0, (unsigned)i - (unsigned)window + 1, rbuf, peer_tag);
@@ -399,7 +393,7 @@ static void side(int n, int window, int rd, int wr, uint32_t my_tag, uint32_t pe
 		post_send(qps[i], smr, sbuf + (size_t)i * MSG, (uint64_t)i);
 	}
 	drain_to(&pr, (unsigned)n, (unsigned)n, rbuf, peer_tag);
-	double t_xfer = now_s() - t0;
+	double t_xfer = tp_now_s() - t0;
 
 	/* the peer's last ACKs are in before anyone destroys a QP */
 	xwrite(wr, &c, 1);

@@ -47,6 +47,10 @@
 #include <unistd.h>
 
 #include "rcache.h"
+#include "tp_common.h"
+
+/* the longest the other side may stay silent on the control socket */
+#define PEER_SECS 30
 
 enum op { OP_SEND, OP_WRITE, OP_READ };
 
@@ -56,19 +60,7 @@ static struct {
 	const char *dev;
 } O = {OP_SEND, 4 << 20, NULL};
 
-static const char *who = "rcache_reuse";
-
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "%s: ", who);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
+const char *tp_who = "rcache_reuse";
 
 /* What the sides tell each other on the socketpair. */
 struct info {
@@ -98,30 +90,6 @@ struct side {
 	struct info peer;
 };
 
-static void xfer(int fd, void *p, size_t n, bool out)
-{
-	uint8_t *c = p;
-
-	while (n) {
-		ssize_t r;
-
-		if (!out) {
-			struct pollfd pfd = {.fd = fd, .events = POLLIN};
-
-			if (poll(&pfd, 1, 30000) <= 0)
-				die("no word from the peer for 30 s");
-		}
-		r = out ? write(fd, c, n) : read(fd, c, n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			die("socketpair %s: %s", out ? "write" : "read",
-			    r ? strerror(errno) : "the peer closed it");
-		c += r;
-		n -= (size_t)r;
-	}
-}
-
 static uint8_t pattern(uint32_t seed, size_t i)
 {
 	return (uint8_t)(seed * 0x9e37u + i * 131u + (i >> 9) + (i >> 17));
@@ -140,35 +108,35 @@ static void open_side(struct side *s, size_t buflen)
 
 	list = ibv_get_device_list(&n);
 	if (!list || n == 0)
-		die("no RDMA device (is build/lib the libibverbs in use?)");
+		tp_die("no RDMA device (is build/lib the libibverbs in use?)");
 	for (i = 0; O.dev && i < n; i++)
 		if (!strcmp(ibv_get_device_name(list[i]), O.dev))
 			break;
 	if (i == n)
-		die("no device %s", O.dev);
+		tp_die("no device %s", O.dev);
 	s->ctx = ibv_open_device(list[O.dev ? i : 0]);
 	if (!s->ctx)
-		die("ibv_open_device: %s", strerror(errno));
+		tp_die("ibv_open_device: %s", strerror(errno));
 	ibv_free_device_list(list);
 	if ((err = ibv_query_port(s->ctx, 1, &s->port)))
-		die("ibv_query_port: %s", strerror(err));
+		tp_die("ibv_query_port: %s", strerror(err));
 	if ((err = ibv_query_gid(s->ctx, 1, 0, &s->gid)))
-		die("ibv_query_gid: %s", strerror(err));
+		tp_die("ibv_query_gid: %s", strerror(err));
 	s->pd = ibv_alloc_pd(s->ctx);
 	s->cq = s->pd ? ibv_create_cq(s->ctx, 64, NULL, NULL, 0) : NULL;
 	if (!s->cq)
-		die("ibv_alloc_pd/create_cq: %s", strerror(errno));
+		tp_die("ibv_alloc_pd/create_cq: %s", strerror(errno));
 	if (buflen) {
 		s->buflen = buflen;
 		s->buf = mmap(NULL, buflen, PROT_READ | PROT_WRITE,
 			      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (s->buf == MAP_FAILED)
-			die("mmap: %s", strerror(errno));
+			tp_die("mmap: %s", strerror(errno));
 		s->mr = ibv_reg_mr(s->pd, s->buf, buflen,
 				   IBV_ACCESS_LOCAL_WRITE |
 					   IBV_ACCESS_REMOTE_WRITE);
 		if (!s->mr)
-			die("ibv_reg_mr: %s", strerror(errno));
+			tp_die("ibv_reg_mr: %s", strerror(errno));
 	}
 	struct ibv_qp_init_attr ia = {
 		.send_cq = s->cq, .recv_cq = s->cq, .qp_type = IBV_QPT_RC,
@@ -177,14 +145,14 @@ static void open_side(struct side *s, size_t buflen)
 
 	s->qp = ibv_create_qp(s->pd, &ia);
 	if (!s->qp)
-		die("ibv_create_qp: %s", strerror(errno));
+		tp_die("ibv_create_qp: %s", strerror(errno));
 	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1,
 				.qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
 						   IBV_ACCESS_REMOTE_READ};
 
 	if ((err = ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
 				 IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)))
-		die("ibv_modify_qp to INIT: %s", strerror(err));
+		tp_die("ibv_modify_qp to INIT: %s", strerror(err));
 }
 
 static void connect_side(struct side *s, int fd, uint32_t psn)
@@ -196,8 +164,8 @@ static void connect_side(struct side *s, int fd, uint32_t psn)
 	int err;
 
 	memcpy(me.gid, s->gid.raw, 16);
-	xfer(fd, &me, sizeof(me), true);
-	xfer(fd, &s->peer, sizeof(s->peer), false);
+	tp_xfer(fd, &me, sizeof(me), true, PEER_SECS);
+	tp_xfer(fd, &s->peer, sizeof(s->peer), false, PEER_SECS);
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTR;
 	a.path_mtu = s->port.active_mtu;
@@ -216,7 +184,7 @@ static void connect_side(struct side *s, int fd, uint32_t psn)
 				 IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
 				 IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
 				 IBV_QP_MIN_RNR_TIMER)))
-		die("ibv_modify_qp to RTR: %s", strerror(err));
+		tp_die("ibv_modify_qp to RTR: %s", strerror(err));
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
 	a.timeout = 17; /* 0.5 s: a loaded 2-core machine, UDP */
@@ -227,7 +195,7 @@ static void connect_side(struct side *s, int fd, uint32_t psn)
 	if ((err = ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
 				 IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
 				 IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC)))
-		die("ibv_modify_qp to RTS: %s", strerror(err));
+		tp_die("ibv_modify_qp to RTS: %s", strerror(err));
 }
 
 static void wait_wc(struct side *s, const char *what)
@@ -239,16 +207,16 @@ static void wait_wc(struct side *s, const char *what)
 		int n = ibv_poll_cq(s->cq, 1, &wc);
 
 		if (n < 0)
-			die("ibv_poll_cq: %d", n);
+			tp_die("ibv_poll_cq: %d", n);
 		if (n == 1)
 			break;
 		if (++spins % 1024 == 0)
 			usleep(50);
 		if (spins > 200000000)
-			die("%s: no completion", what);
+			tp_die("%s: no completion", what);
 	}
 	if (wc.status != IBV_WC_SUCCESS)
-		die("%s: completion %s", what, ibv_wc_status_str(wc.status));
+		tp_die("%s: completion %s", what, ibv_wc_status_str(wc.status));
 }
 
 static void post(struct side *s, enum ibv_wr_opcode opc, void *laddr,
@@ -266,7 +234,7 @@ static void post(struct side *s, enum ibv_wr_opcode opc, void *laddr,
 	int err = ibv_post_send(s->qp, &wr, &bad);
 
 	if (err)
-		die("ibv_post_send: %s", strerror(err));
+		tp_die("ibv_post_send: %s", strerror(err));
 }
 
 /* ---- the receiver ---- */
@@ -276,15 +244,15 @@ static void receiver(int fd)
 	struct side s = {0};
 	struct xfer_req rq;
 
-	who = "rcache_reuse receiver";
+	tp_who = "rcache_reuse receiver";
 	open_side(&s, 2 * O.len);
 	connect_side(&s, fd, 0x2222);
 	for (;;) {
-		xfer(fd, &rq, sizeof(rq), false);
+		tp_xfer(fd, &rq, sizeof(rq), false, PEER_SECS);
 		if (rq.seed == 0)
 			break;
 		if (rq.len > s.buflen)
-			die("transfer of %llu bytes", (unsigned long long)rq.len);
+			tp_die("transfer of %llu bytes", (unsigned long long)rq.len);
 		if (O.op == OP_SEND) {
 			struct ibv_sge sge = {.addr = (uintptr_t)s.buf,
 					      .length = rq.len,
@@ -294,8 +262,8 @@ static void receiver(int fd)
 					   *bad;
 
 			if (ibv_post_recv(s.qp, &wr, &bad))
-				die("ibv_post_recv");
-			xfer(fd, &rq.seed, sizeof(rq.seed), true); /* posted */
+				tp_die("ibv_post_recv");
+			tp_xfer(fd, &rq.seed, sizeof(rq.seed), true, PEER_SECS); /* posted */
 			wait_wc(&s, "receive");
 		} else if (O.op == OP_READ) {
 			post(&s, IBV_WR_RDMA_READ, s.buf, s.mr->lkey, rq.len,
@@ -313,7 +281,7 @@ static void receiver(int fd)
 			}
 		}
 		memset(s.buf, 0, rq.len); /* nothing left for the next one */
-		xfer(fd, &bad_at, sizeof(bad_at), true);
+		tp_xfer(fd, &bad_at, sizeof(bad_at), true, PEER_SECS);
 	}
 	exit(0);
 }
@@ -345,27 +313,27 @@ static struct used transfer(const char *scen, void *p, size_t len)
 	e = sib_rcache_get(C, p, len, IBV_ACCESS_LOCAL_WRITE |
 			   IBV_ACCESS_REMOTE_READ, &mr);
 	if (!e)
-		die("%s: sib_rcache_get: %s", scen, strerror(errno));
+		tp_die("%s: sib_rcache_get: %s", scen, strerror(errno));
 	rq.rkey = mr->rkey;
 	if (O.op == OP_SEND) {
-		xfer(sock, &rq, sizeof(rq), true);
-		xfer(sock, &seed, sizeof(seed), false); /* receive posted */
+		tp_xfer(sock, &rq, sizeof(rq), true, PEER_SECS);
+		tp_xfer(sock, &seed, sizeof(seed), false, PEER_SECS); /* receive posted */
 		post(&S, IBV_WR_SEND, p, mr->lkey, len, 0, 0);
 		wait_wc(&S, "SEND");
 	} else if (O.op == OP_WRITE) {
 		post(&S, IBV_WR_RDMA_WRITE, p, mr->lkey, len, S.peer.addr,
 		     S.peer.rkey);
 		wait_wc(&S, "RDMA WRITE");
-		xfer(sock, &rq, sizeof(rq), true);
+		tp_xfer(sock, &rq, sizeof(rq), true, PEER_SECS);
 	} else {
-		xfer(sock, &rq, sizeof(rq), true);
+		tp_xfer(sock, &rq, sizeof(rq), true, PEER_SECS);
 	}
-	xfer(sock, &bad_at, sizeof(bad_at), false);
+	tp_xfer(sock, &bad_at, sizeof(bad_at), false, PEER_SECS);
 	struct used u = {sib_rcache_entry_serial(e), mr->lkey, mr->rkey};
 
 	sib_rcache_put(C, e);
 	if (bad_at >= 0)
-		die("FAIL %s: the receiver saw wrong data at offset %lld of "
+		tp_die("FAIL %s: the receiver saw wrong data at offset %lld of "
 		    "%zu (stale registration?)", scen, (long long)bad_at, len);
 	return u;
 }
@@ -385,14 +353,14 @@ static void verdict(const char *scen, uintptr_t a, uintptr_t b,
 	uint64_t inv = invalidations() - inv0;
 
 	if (a != b)
-		die("FAIL %s: the new memory is at %#lx, not at %#lx as the "
+		tp_die("FAIL %s: the new memory is at %#lx, not at %#lx as the "
 		    "scenario needs", scen, (unsigned long)b, (unsigned long)a);
 	if (caching && u1.serial == u2.serial)
-		die("FAIL %s: the second transfer used the old registration "
+		tp_die("FAIL %s: the second transfer used the old registration "
 		    "(serial %llu): stale on a real HCA", scen,
 		    (unsigned long long)u1.serial);
 	if (caching && inv == 0)
-		die("FAIL %s: the cache saw no invalidation", scen);
+		tp_die("FAIL %s: the cache saw no invalidation", scen);
 	printf("%-26s ok: new contents delivered, same address, registration "
 	       "%llu -> %llu, lkey %#x -> %#x, rkey %#x -> %#x, "
 	       "invalidations +%llu\n", scen, (unsigned long long)u1.serial,
@@ -407,7 +375,7 @@ static void *map_at(void *at, size_t len)
 		       0);
 
 	if (p == MAP_FAILED)
-		die("mmap: %s", strerror(errno));
+		tp_die("mmap: %s", strerror(errno));
 	return p;
 }
 
@@ -419,7 +387,7 @@ static void scen_hit(size_t len)
 	struct used u2 = transfer("hit", p, len);
 
 	if (caching && u1.serial != u2.serial)
-		die("FAIL hit: the same buffer was registered twice");
+		tp_die("FAIL hit: the same buffer was registered twice");
 	printf("%-26s ok: registration %llu used twice\n", "hit (same buffer)",
 	       (unsigned long long)u2.serial);
 	munmap(p, len);
@@ -432,7 +400,7 @@ static __attribute__((unused)) void scen_free_malloc(size_t len)
 	char *a = malloc(len);
 
 	if (!a)
-		die("malloc");
+		tp_die("malloc");
 	struct used u1 = transfer("free + malloc", a, len);
 	uint64_t inv0 = invalidations();
 
@@ -442,7 +410,7 @@ static __attribute__((unused)) void scen_free_malloc(size_t len)
 	char *b = malloc(len);
 
 	if (!b)
-		die("malloc");
+		tp_die("malloc");
 	verdict("free + malloc", old, (uintptr_t)b, u1,
 		transfer("free + malloc", b, len), inv0);
 	free(b);
@@ -486,7 +454,7 @@ static void scen_mremap(size_t len)
 	char *moved = mremap(a, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, dst);
 
 	if (moved != dst)
-		die("mremap: %s", strerror(errno));
+		tp_die("mremap: %s", strerror(errno));
 	char *b = map_at(a, len);
 
 	verdict("mremap away + mmap", (uintptr_t)a, (uintptr_t)b, u1,
@@ -505,7 +473,7 @@ static void scen_madvise(size_t len, int advice, const char *scen)
 	uint64_t inv0 = invalidations();
 
 	if (madvise(a, len, advice))
-		die("madvise: %s", strerror(errno));
+		tp_die("madvise: %s", strerror(errno));
 	verdict(scen, (uintptr_t)a, (uintptr_t)a, u1, transfer(scen, a, len),
 		inv0);
 	munmap(a, len);
@@ -528,7 +496,7 @@ static __attribute__((unused)) void scen_heap_trim(size_t len)
 	char *a = malloc(len);
 
 	if (!a)
-		die("malloc");
+		tp_die("malloc");
 	struct used u1 = transfer("free + malloc (heap trim)", a, len);
 	uint64_t inv0 = invalidations();
 	void *brk0 = sbrk(0);
@@ -551,7 +519,7 @@ static __attribute__((unused)) void scen_heap_trim(size_t len)
 	char name[64], *b = malloc(len);
 
 	if (!b)
-		die("malloc");
+		tp_die("malloc");
 	snprintf(name, sizeof(name), "free + malloc (heap, %s)", how);
 	verdict(name, old, (uintptr_t)b, u1, transfer(name, b, len), inv0);
 	free(b);
@@ -575,13 +543,13 @@ static void scen_sbrk(size_t len)
 	size_t pad = (4096 - cur % 4096) % 4096;
 
 	if (sbrk(pad + len) == (void *)-1)
-		die("sbrk: %s", strerror(errno));
+		tp_die("sbrk: %s", strerror(errno));
 	char *a = (char *)(cur + pad);
 	struct used u1 = transfer("sbrk shrink + grow", a, len);
 	uint64_t inv0 = invalidations();
 
 	if (sbrk(-(intptr_t)len) == (void *)-1 || sbrk(len) == (void *)-1)
-		die("sbrk: %s", strerror(errno));
+		tp_die("sbrk: %s", strerror(errno));
 	verdict("sbrk shrink + grow", (uintptr_t)a, (uintptr_t)a, u1,
 		transfer("sbrk shrink + grow", a, len), inv0);
 	sbrk(-(intptr_t)(pad + len));
@@ -594,12 +562,12 @@ static void scen_shm(size_t len)
 	int id2 = shmget(IPC_PRIVATE, len, IPC_CREAT | 0600);
 
 	if (id1 < 0 || id2 < 0)
-		die("shmget: %s", strerror(errno));
+		tp_die("shmget: %s", strerror(errno));
 	char *a = shmat(id1, NULL, 0);
 
 	shmctl(id1, IPC_RMID, NULL);
 	if (a == (void *)-1)
-		die("shmat: %s", strerror(errno));
+		tp_die("shmat: %s", strerror(errno));
 	struct used u1 = transfer("shmdt + shmat", a, len);
 	uint64_t inv0 = invalidations();
 
@@ -608,7 +576,7 @@ static void scen_shm(size_t len)
 
 	shmctl(id2, IPC_RMID, NULL);
 	if (b == (void *)-1)
-		die("shmat at %p: %s", a, strerror(errno));
+		tp_die("shmat at %p: %s", a, strerror(errno));
 	verdict("shmdt + shmat", (uintptr_t)a, (uintptr_t)b, u1,
 		transfer("shmdt + shmat", b, len), inv0);
 	shmdt(b);
@@ -641,24 +609,24 @@ int main(int argc, char **argv)
 		case 's':
 			O.len = strtoull(optarg, NULL, 0);
 			if (O.len < 4096 || O.len % 4096)
-				die("-s: a multiple of 4096, please");
+				tp_die("-s: a multiple of 4096, please");
 			break;
 		case 'd': O.dev = optarg; break;
 		default: usage();
 		}
 	}
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) < 0)
-		die("socketpair: %s", strerror(errno));
+		tp_die("socketpair: %s", strerror(errno));
 	pid = fork();
 	if (pid < 0)
-		die("fork: %s", strerror(errno));
+		tp_die("fork: %s", strerror(errno));
 	if (pid == 0) {
 		close(sv[0]);
 		receiver(sv[1]);
 	}
 	close(sv[1]);
 	sock = sv[0];
-	who = "rcache_reuse sender";
+	tp_who = "rcache_reuse sender";
 	/* Large blocks always from mmap (glibc's threshold would otherwise
 	 * rise to the size of the first block freed). */
 	mallopt(M_MMAP_THRESHOLD, 1 << 20);
@@ -666,7 +634,7 @@ int main(int argc, char **argv)
 	connect_side(&S, sock, 0x1111);
 	C = sib_rcache_create(S.pd, NULL);
 	if (!C)
-		die("sib_rcache_create: %s", strerror(errno));
+		tp_die("sib_rcache_create: %s", strerror(errno));
 	caching = strncmp(sib_rcache_describe(C), "caching", 7) == 0;
 	printf("rcache: %s; %s of %zu bytes\n", sib_rcache_describe(C),
 	       O.op == OP_SEND ? "SEND" : O.op == OP_WRITE ? "RDMA WRITE" :
@@ -695,10 +663,10 @@ int main(int argc, char **argv)
 
 	struct xfer_req end = {0};
 
-	xfer(sock, &end, sizeof(end), true);
+	tp_xfer(sock, &end, sizeof(end), true, PEER_SECS);
 	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
 	    WEXITSTATUS(status))
-		die("the receiver failed");
+		tp_die("the receiver failed");
 	struct sib_rcache_stats st;
 
 	sib_rcache_stats(C, &st);
@@ -714,10 +682,10 @@ int main(int argc, char **argv)
 	       st.misses ? st.miss_ns / 1e3 / st.misses : 0.0,
 	       st.miss_ns_max / 1e3);
 	if (st.in_use)
-		die("FAIL: %llu entries still in use",
+		tp_die("FAIL: %llu entries still in use",
 		    (unsigned long long)st.in_use);
 	if (sib_rcache_destroy(C))
-		die("sib_rcache_destroy");
+		tp_die("sib_rcache_destroy");
 	printf("PASSED\n");
 	return 0;
 }

@@ -43,35 +43,20 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tp_common.h"
+
+/* the longest the other side may stay silent on the control socket */
+#define PEER_SECS 30
+
 #define SRQ_WR   16
 #define CQ_CQE   15
 #define MAXMSG   (256 * 1024)
 #define NBUF     (SRQ_WR * 2)
 
-static const char *who = "ring_claims";
+const char *tp_who = "ring_claims";
 static const char *site;
 static size_t msg_size = 64;
 static bool verbose;
-
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "%s: ", who);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 struct info {
 	uint32_t qpn;
@@ -96,30 +81,30 @@ static void dev_open(struct dev *d, bool with_srq)
 	int err;
 
 	if (!list || !list[0])
-		die("no device (is build/lib the libibverbs in use?)");
+		tp_die("no device (is build/lib the libibverbs in use?)");
 	d->ctx = ibv_open_device(list[0]);
 	ibv_free_device_list(list);
 	if (!d->ctx)
-		die("ibv_open_device: %s", strerror(errno));
+		tp_die("ibv_open_device: %s", strerror(errno));
 	if ((err = ibv_query_port(d->ctx, 1, &d->port)) ||
 	    (err = ibv_query_gid(d->ctx, 1, 0, &d->gid)))
-		die("query port: %s", strerror(err));
+		tp_die("query port: %s", strerror(err));
 	d->pd = ibv_alloc_pd(d->ctx);
 	d->buf = aligned_alloc(4096, (size_t)(NBUF + 1) * MAXMSG);
 	if (!d->pd || !d->buf)
-		die("ibv_alloc_pd: %s", strerror(errno));
+		tp_die("ibv_alloc_pd: %s", strerror(errno));
 	memset(d->buf, 0, (size_t)(NBUF + 1) * MAXMSG);
 	d->mr = ibv_reg_mr(d->pd, d->buf, (size_t)(NBUF + 1) * MAXMSG,
 			   IBV_ACCESS_LOCAL_WRITE);
 	d->cq = ibv_create_cq(d->ctx, CQ_CQE, NULL, NULL, 0);
 	if (!d->mr || !d->cq)
-		die("ibv_reg_mr / ibv_create_cq: %s", strerror(errno));
+		tp_die("ibv_reg_mr / ibv_create_cq: %s", strerror(errno));
 	if (with_srq) {
 		struct ibv_srq_init_attr sa = { .attr = { .max_wr = SRQ_WR, .max_sge = 1 } };
 
 		d->srq = ibv_create_srq(d->pd, &sa);
 		if (!d->srq)
-			die("ibv_create_srq: %s", strerror(errno));
+			tp_die("ibv_create_srq: %s", strerror(errno));
 	}
 }
 
@@ -137,7 +122,7 @@ static struct ibv_qp *qp_new(struct dev *d, bool on_srq)
 
 	if (!qp || ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
 				 IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-		die("ibv_create_qp / INIT: %s", strerror(errno));
+		tp_die("ibv_create_qp / INIT: %s", strerror(errno));
 	return qp;
 }
 
@@ -169,7 +154,7 @@ static void connect_qp(struct dev *d, struct ibv_qp *qp, const struct info *peer
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
 			  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
 			  IBV_QP_MIN_RNR_TIMER))
-		die("ibv_modify_qp to RTR: %s", strerror(errno));
+		tp_die("ibv_modify_qp to RTR: %s", strerror(errno));
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
 	a.timeout = 14;
@@ -178,27 +163,7 @@ static void connect_qp(struct dev *d, struct ibv_qp *qp, const struct info *peer
 	a.max_rd_atomic = 1;
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
 			  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
-		die("ibv_modify_qp to RTS: %s", strerror(errno));
-}
-
-static void xfer(int fd, void *p, size_t n, bool out)
-{
-	uint8_t *c = p;
-
-	while (n) {
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		ssize_t r;
-
-		if (!out && poll(&pfd, 1, 30000) <= 0)
-			die("no word from the peer for 30 s");
-		r = out ? write(fd, c, n) : read(fd, c, n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			die("socketpair: %s", r ? strerror(errno) : "closed");
-		c += r;
-		n -= (size_t)r;
-	}
+		tp_die("ibv_modify_qp to RTS: %s", strerror(errno));
 }
 
 static uint8_t pattern(uint64_t seq, size_t i)
@@ -221,7 +186,7 @@ static void post_send(struct ibv_qp *qp, struct dev *d, uint64_t seq, size_t len
 	for (size_t i = sizeof(seq); i < len; i++)
 		p[i] = pattern(seq, i);
 	if ((err = ibv_post_send(qp, &wr, &bad)))
-		die("ibv_post_send: %s", strerror(err));
+		tp_die("ibv_post_send: %s", strerror(err));
 }
 
 /* ---- the requester, killed at its test point ---- */
@@ -233,16 +198,16 @@ static void child(int fd)
 	struct ibv_qp *qp;
 	char go;
 
-	who = "ring_claims[child]";
+	tp_who = "ring_claims[child]";
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	setenv("SOFTIB_TEST_DIE_AT", site, 1);
 	dev_open(&d, false);
 	qp = qp_new(&d, false);
 	mine = info_of(&d, qp);
-	xfer(fd, &mine, sizeof(mine), true);
-	xfer(fd, &peer, sizeof(peer), false);
+	tp_xfer(fd, &mine, sizeof(mine), true, PEER_SECS);
+	tp_xfer(fd, &peer, sizeof(peer), false, PEER_SECS);
 	connect_qp(&d, qp, &peer, 7);
-	xfer(fd, &go, 1, false); /* the parent's QPs are ready */
+	tp_xfer(fd, &go, 1, false, PEER_SECS); /* the parent's QPs are ready */
 	/* unsignaled: our own CQ sees no push, so the first completion
 	 * pushed (and the first WQE taken) is in the parent's queues */
 	for (uint64_t seq = 0; seq < 4; seq++)
@@ -269,7 +234,7 @@ static void srq_post(struct survivor *s, uint32_t buf)
 	int err = ibv_post_srq_recv(s->d.srq, &wr, &bad);
 
 	if (err)
-		die("ibv_post_srq_recv (%" PRIu64 " posted, %" PRIu64 " received): %s",
+		tp_die("ibv_post_srq_recv (%" PRIu64 " posted, %" PRIu64 " received): %s",
 		    s->posted, s->recvs, strerror(err));
 	s->posted++;
 }
@@ -278,14 +243,14 @@ static void srq_post(struct survivor *s, uint32_t buf)
  * completion; -1 after a send completion; -2 on timeout. */
 static int poll_one(struct survivor *s, double secs, uint64_t *seq, uint32_t *len)
 {
-	double t0 = now_s();
+	double t0 = tp_now_s();
 	struct ibv_wc wc;
 
-	while (now_s() - t0 < secs) {
+	while (tp_now_s() - t0 < secs) {
 		int n = ibv_poll_cq(s->d.cq, 1, &wc);
 
 		if (n < 0)
-			die("ibv_poll_cq failed");
+			tp_die("ibv_poll_cq failed");
 		if (!n)
 			continue;
 		if (wc.opcode & IBV_WC_RECV) {
@@ -299,12 +264,12 @@ static int poll_one(struct survivor *s, double secs, uint64_t *seq, uint32_t *le
 				continue;
 			}
 			if (wc.status != IBV_WC_SUCCESS)
-				die("receive on B2: %s", ibv_wc_status_str(wc.status));
+				tp_die("receive on B2: %s", ibv_wc_status_str(wc.status));
 			memcpy(seq, p, sizeof(*seq));
 			*len = wc.byte_len;
 			for (uint32_t i = sizeof(*seq); i < wc.byte_len; i++)
 				if (p[i] != pattern(*seq, i))
-					die("message %" PRIu64 ": byte %u wrong", *seq, i);
+					tp_die("message %" PRIu64 ": byte %u wrong", *seq, i);
 			return (int)wc.wr_id;
 		}
 		if (wc.status == IBV_WC_SUCCESS) {
@@ -342,7 +307,7 @@ static bool one_message(struct survivor *s, uint64_t seq, size_t len, bool repos
 			continue;
 		}
 		if (rseq != seq || rlen != len)
-			die("B2 received message %" PRIu64 " (%u B), expected %" PRIu64,
+			tp_die("B2 received message %" PRIu64 " (%u B), expected %" PRIu64,
 			    rseq, rlen, seq);
 		got_recv = true;
 		if (repost)
@@ -368,15 +333,15 @@ static int survivor(int fd, pid_t kid)
 	ia = info_of(&s.d, s.a);
 	ib1 = info_of(&s.d, s.b1);
 	ib2 = info_of(&s.d, s.b2);
-	xfer(fd, &peer, sizeof(peer), false);
-	xfer(fd, &ia, sizeof(ia), true);
+	tp_xfer(fd, &peer, sizeof(peer), false, PEER_SECS);
+	tp_xfer(fd, &ia, sizeof(ia), true, PEER_SECS);
 	connect_qp(&s.d, s.a, &peer, 7);
 	connect_qp(&s.d, s.b1, &ib2, 0);
 	connect_qp(&s.d, s.b2, &ib1, 0);
-	xfer(fd, &(char){ 103 }, 1, true);
+	tp_xfer(fd, &(char){ 103 }, 1, true, PEER_SECS);
 
 	if (waitpid(kid, &st, 0) != kid)
-		die("waitpid: %s", strerror(errno));
+		tp_die("waitpid: %s", strerror(errno));
 	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL) {
 		printf("%s: the child did not die at its test point (status %#x)\n", site, st);
 		return 1;
@@ -384,7 +349,7 @@ static int survivor(int fd, pid_t kid)
 	/* the child's reclaim is our progress thread's, on its pidfd: wait
 	 * until `softib heap-check` (run from the top of the tree) sees no
 	 * dead process left, so that what the reclaim repairs is in place */
-	for (double t0 = now_s(); now_s() - t0 < 10; usleep(20000)) {
+	for (double t0 = tp_now_s(); tp_now_s() - t0 < 10; usleep(20000)) {
 		char line[256];
 		bool done = false;
 		FILE *f = popen("build/bin/softib heap-check 2>&1", "r");
@@ -442,16 +407,16 @@ int main(int argc, char **argv)
 		else if (opt == 'v')
 			verbose = true;
 		else
-			die("usage: ring_claims -k site [-s size] [-v]");
+			tp_die("usage: ring_claims -k site [-s size] [-v]");
 	}
 	if (!site || msg_size < 8 || msg_size > MAXMSG)
-		die("usage: ring_claims -k site [-s size 8..%d] [-v]", MAXMSG);
+		tp_die("usage: ring_claims -k site [-s size 8..%d] [-v]", MAXMSG);
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
-		die("socketpair: %s", strerror(errno));
+		tp_die("socketpair: %s", strerror(errno));
 	fflush(NULL);
 	kid = fork();
 	if (kid < 0)
-		die("fork: %s", strerror(errno));
+		tp_die("fork: %s", strerror(errno));
 	if (kid == 0) {
 		close(sv[0]);
 		child(sv[1]);

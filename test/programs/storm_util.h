@@ -1,7 +1,8 @@
 /*
  * Helpers shared by the storm programs (event_storm.c, async_storm.c):
  * open the device, make and connect RC QPs, swap fixed-size records with
- * a parent over a socketpair. Header-only: each program is one file.
+ * a parent over a socketpair. Header-only (with tp_common.c: the error
+ * exit and the clock).
  */
 #ifndef STORM_UTIL_H
 #define STORM_UTIL_H
@@ -15,27 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *storm_who = "storm";
-
-static void __attribute__((noreturn, format(printf, 1, 2))) die(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "%s: ", storm_who);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
-
-static inline double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+#include "tp_common.h"
 
 /* Where a peer's QP is: what connecting to it takes. */
 struct storm_addr {
@@ -58,18 +39,18 @@ static inline void storm_open(struct storm_dev *d)
 
 	list = ibv_get_device_list(&n);
 	if (!list || n < 1)
-		die("no device (is build/lib the libibverbs in use?)");
+		tp_die("no device (is build/lib the libibverbs in use?)");
 	d->ctx = ibv_open_device(list[0]);
 	if (!d->ctx)
-		die("ibv_open_device: %s", strerror(errno));
+		tp_die("ibv_open_device: %s", strerror(errno));
 	ibv_free_device_list(list);
 	if ((err = ibv_query_port(d->ctx, 1, &d->port)))
-		die("ibv_query_port: %s", strerror(err));
+		tp_die("ibv_query_port: %s", strerror(err));
 	if ((err = ibv_query_gid(d->ctx, 1, 0, &d->gid)))
-		die("ibv_query_gid: %s", strerror(err));
+		tp_die("ibv_query_gid: %s", strerror(err));
 	d->pd = ibv_alloc_pd(d->ctx);
 	if (!d->pd)
-		die("ibv_alloc_pd: %s", strerror(errno));
+		tp_die("ibv_alloc_pd: %s", strerror(errno));
 }
 
 static inline struct ibv_qp *storm_qp(struct storm_dev *d, struct ibv_cq *scq,
@@ -88,10 +69,10 @@ static inline struct ibv_qp *storm_qp(struct storm_dev *d, struct ibv_cq *scq,
 	int err;
 
 	if (!qp)
-		die("ibv_create_qp: %s", strerror(errno));
+		tp_die("ibv_create_qp: %s", strerror(errno));
 	if ((err = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
 				 IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)))
-		die("ibv_modify_qp to INIT: %s", strerror(err));
+		tp_die("ibv_modify_qp to INIT: %s", strerror(err));
 	return qp;
 }
 
@@ -125,7 +106,7 @@ static inline void storm_connect(struct storm_dev *d, struct ibv_qp *qp,
 	if ((err = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
 				 IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
 				 IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)))
-		die("ibv_modify_qp to RTR: %s", strerror(err));
+		tp_die("ibv_modify_qp to RTR: %s", strerror(err));
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
 	a.timeout = 14;
@@ -136,7 +117,7 @@ static inline void storm_connect(struct storm_dev *d, struct ibv_qp *qp,
 	if ((err = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
 				 IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
 				 IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC)))
-		die("ibv_modify_qp to RTS: %s", strerror(err));
+		tp_die("ibv_modify_qp to RTS: %s", strerror(err));
 }
 
 static inline void storm_write_all(int fd, const void *p, size_t n)
@@ -149,7 +130,7 @@ static inline void storm_write_all(int fd, const void *p, size_t n)
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0)
-			die("write to the parent: %s", strerror(errno));
+			tp_die("write to the parent: %s", strerror(errno));
 		c += w;
 		n -= (size_t)w;
 	}
@@ -165,7 +146,7 @@ static inline void storm_read_all(int fd, void *p, size_t n)
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
-			die("read from the parent: %s", r ? strerror(errno) : "closed");
+			tp_die("read from the parent: %s", r ? strerror(errno) : "closed");
 		c += r;
 		n -= (size_t)r;
 	}

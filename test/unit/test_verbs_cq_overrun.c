@@ -34,7 +34,7 @@ static struct storm_dev D;
 
 static int suite_init(void)
 {
-	storm_who = "test_verbs_cq_overrun";
+	tp_who = "test_verbs_cq_overrun";
 	storm_open(&D);
 	return 0;
 }
@@ -100,9 +100,9 @@ static int poll_n(struct ibv_cq *cq, int n)
 {
 	struct ibv_wc wc;
 	int ok = 0, got = 0;
-	double end = now_s() + 5;
+	double end = tp_now_s() + 5;
 
-	while (got < n && now_s() < end) {
+	while (got < n && tp_now_s() < end) {
 		int r = ibv_poll_cq(cq, 1, &wc);
 
 		if (r < 0)
@@ -285,7 +285,7 @@ static void storm_child(int fd, const struct storm_addr *ours)
 		if (ibv_post_send(qps[i], &wr, &bad))
 			_exit(4);
 	}
-	for (double end = now_s() + 20; got < REMOTE_STORM && now_s() < end;)
+	for (double end = tp_now_s() + 20; got < REMOTE_STORM && tp_now_s() < end;)
 		got += ibv_poll_cq(cq, 1, &wc) == 1;
 	storm_write_all(fd, &got, sizeof(got));
 	storm_read_all(fd, &c, 1);
@@ -373,7 +373,7 @@ static void test_channel_burst(void)
 	for (int i = 0; i < CHAN_CQS; i++)
 		CU_ASSERT_EQUAL(post_send_imm(a[i], (uint64_t)i, (uint32_t)i), 0);
 	CU_ASSERT_EQUAL(poll_n(scq, CHAN_CQS), CHAN_CQS);
-	for (double end = now_s() + 3; got < CHAN_CQS && now_s() < end;) {
+	for (double end = tp_now_s() + 3; got < CHAN_CQS && tp_now_s() < end;) {
 		struct pollfd p = { .fd = ch->fd, .events = POLLIN };
 
 		if (poll(&p, 1, 100) != 1)

@@ -66,14 +66,14 @@ static void client_setup(struct client *cl)
 	cl->ctx = open_dev(&cl->pt);
 	cl->pd = ibv_alloc_pd(cl->ctx);
 	if (!cl->pd)
-		die("ibv_alloc_pd: %s", strerror(errno));
+		tp_die("ibv_alloc_pd: %s", strerror(errno));
 	cl->nq = per_client();
 	cl->q = calloc((size_t)cl->nq, sizeof(*cl->q));
 	if (!cl->q)
-		die("out of memory");
+		tp_die("out of memory");
 	cl->cq = ibv_create_cq(cl->ctx, cl->nq * SQ_DEPTH + 16, NULL, NULL, 0);
 	if (!cl->cq)
-		die("ibv_create_cq: %s", strerror(errno));
+		tp_die("ibv_create_cq: %s", strerror(errno));
 	for (int li = 0; li < cl->nq; li++) {
 		struct cqp *q = &cl->q[li];
 		size_t arena;
@@ -122,7 +122,7 @@ static void client_setup(struct client *cl)
 
 		chan_expect(&cl->ch, &r, R_SQP);
 		if (r.idx >= (uint32_t)cl->nq)
-			die("setup: bad QP index %u", r.idx);
+			tp_die("setup: bad QP index %u", r.idx);
 		q = &cl->q[r.idx];
 		q->sqpn = (uint32_t)r.a;
 		q->waddr = r.b;
@@ -137,7 +137,7 @@ static void client_setup(struct client *cl)
 			fill_ah(&ah, slid, sgid, cl->eth);
 			q->ah = ibv_create_ah(cl->pd, &ah);
 			if (!q->ah)
-				die("ibv_create_ah: %s", strerror(errno));
+				tp_die("ibv_create_ah: %s", strerror(errno));
 		}
 	}
 	chan_expect(&cl->ch, &r, R_SREADY);
@@ -311,7 +311,7 @@ static bool client_post(struct client *cl, struct cqp *q)
 	if (err) {
 		char qn[32];
 
-		die("client %d %s: ibv_post_send of seq %u (%s, %u bytes, %d "
+		tp_die("client %d %s: ibv_post_send of seq %u (%s, %u bytes, %d "
 		    "SGEs%s): %s", cl->id, qname(q, qn, sizeof(qn)), op->seq,
 		    kind_names[op->kind], op->len, wr[0].num_sge,
 		    inl ? ", inline" : "", strerror(err));
@@ -399,7 +399,7 @@ static void client_completion(struct client *cl, const struct ibv_wc *wc)
 	char qn[32];
 
 	if (li >= (uint32_t)cl->nq)
-		die("client %d: completion with unknown wr_id %#" PRIx64
+		tp_die("client %d: completion with unknown wr_id %#" PRIx64
 		    " (status %s)", cl->id, wc->wr_id,
 		    ibv_wc_status_str(wc->status));
 	q = &cl->q[li];
@@ -409,7 +409,7 @@ static void client_completion(struct client *cl, const struct ibv_wc *wc)
 		for (uint32_t i = q->fhead; i != q->ftail; i++)
 			if (q->fifo[i % FIFO_CAP].seq == seq)
 				k = kind_names[q->fifo[i % FIFO_CAP].kind];
-		die("client %d %s: seq %u (%s) completed with %s (status %d, "
+		tp_die("client %d %s: seq %u (%s) completed with %s (status %d, "
 		    "vendor_err %#x)", cl->id, qname(q, qn, sizeof(qn)), seq,
 		    k, ibv_wc_status_str(wc->status), wc->status,
 		    wc->vendor_err);
@@ -475,14 +475,14 @@ int client_main(int id, int fd)
 	struct client *cl = calloc(1, sizeof(*cl));
 	struct ibv_wc wc[32];
 	struct rec r;
-	double last = now_s();
+	double last = tp_now_s();
 	unsigned idle = 0;
 
 	if (!cl)
-		die("out of memory");
+		tp_die("out of memory");
 	static char name[32];
 	snprintf(name, sizeof(name), "integrity[client %d]", id);
-	who = name;
+	tp_who = name;
 	cl->id = id;
 	cl->ch.fd = fd;
 	client_setup(cl);
@@ -492,7 +492,7 @@ int client_main(int id, int fd)
 		int n = ibv_poll_cq(cl->cq, 32, wc);
 
 		if (n < 0)
-			die("ibv_poll_cq failed");
+			tp_die("ibv_poll_cq failed");
 		for (int i = 0; i < n; i++)
 			client_completion(cl, &wc[i]);
 		busy = n > 0;
@@ -500,11 +500,11 @@ int client_main(int id, int fd)
 			int got = chan_recv(&cl->ch, &r, 0);
 
 			if (got < 0)
-				die("the server went away");
+				tp_die("the server went away");
 			if (!got)
 				break;
 			if (r.tag != R_UPDATE || r.idx >= (uint32_t)cl->nq)
-				die("unexpected record %u from the server",
+				tp_die("unexpected record %u from the server",
 				    r.tag);
 			cl->q[r.idx].recv_limit = (uint32_t)r.a;
 			cl->q[r.idx].done_limit = (uint32_t)r.b;
@@ -515,7 +515,7 @@ int client_main(int id, int fd)
 			     k++)
 				busy = true;
 		if (busy) {
-			last = now_s();
+			last = tp_now_s();
 			idle = 0;
 			continue;
 		}
@@ -528,8 +528,8 @@ int client_main(int id, int fd)
 		/* Long idle: wait for the server on the socketpair. */
 		struct pollfd pfd = { .fd = fd, .events = POLLIN };
 		poll(&pfd, 1, 1);
-		if (now_s() - last > STALL_SECS) {
-			fprintf(stderr, "%s: no progress for %d s:\n", who,
+		if (tp_now_s() - last > STALL_SECS) {
+			fprintf(stderr, "%s: no progress for %d s:\n", tp_who,
 				STALL_SECS);
 			client_dump(cl);
 			exit(1);
@@ -564,11 +564,11 @@ int client_main(int id, int fd)
 
 		if ((q->ah && ibv_destroy_ah(q->ah)) || ibv_destroy_qp(q->qp) ||
 		    ibv_dereg_mr(q->mr))
-			die("tearing down QP %d failed", i);
+			tp_die("tearing down QP %d failed", i);
 		free(q->ring.base);
 	}
 	if (ibv_destroy_cq(cl->cq) || ibv_dealloc_pd(cl->pd) ||
 	    ibv_close_device(cl->ctx))
-		die("tearing down failed");
+		tp_die("tearing down failed");
 	return cl->errors ? 1 : 0;
 }

@@ -32,6 +32,8 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "../tp_common.h" /* tp_die, tp_now_s, tp_who */
+
 #define MAX_PROCS    64
 #define MAX_QPS      64           /* per process and transport */
 #define MAX_SGE      4
@@ -146,7 +148,6 @@ extern const char *const type_names[];
 extern const char *const kind_names[];
 extern const uint8_t kind_weight[Q_NTYPES][K_NKINDS];
 extern struct params P;
-extern const char *who;
 
 bool consumes_recv(int k);
 bool is_write(int k);
@@ -182,11 +183,8 @@ bool check_scatter(const uint8_t *base, uint32_t fp,
 			  const struct layout *lo, uint32_t skip, uint32_t n,
 			  const struct msgid *m, uint64_t pos0, char *msg,
 			  size_t msz);
-__attribute__((noreturn, format(printf, 1, 2)))
-void die(const char *fmt, ...);
 __attribute__((format(printf, 1, 2)))
 void report(const char *fmt, ...);
-double now_s(void);
 bool chan_try_send(struct chan *ch, const struct rec *r, size_t n);
 void chan_send(struct chan *ch, const struct rec *r, size_t n);
 int chan_recv(struct chan *ch, struct rec *r, int wait_ms);

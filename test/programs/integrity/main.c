@@ -65,22 +65,22 @@ int main(int argc, char **argv)
 		case 'p':
 			P.procs = atoi(optarg);
 			if (P.procs < 1 || P.procs > MAX_PROCS)
-				die("-p must be 1..%d", MAX_PROCS);
+				tp_die("-p must be 1..%d", MAX_PROCS);
 			break;
 		case 'q':
 			P.qps = atoi(optarg);
 			if (P.qps < 1 || P.qps > MAX_QPS)
-				die("-q must be 1..%d", MAX_QPS);
+				tp_die("-q must be 1..%d", MAX_QPS);
 			break;
 		case 'n':
 			P.messages = strtoull(optarg, &end, 0);
 			if (*end || P.messages > 1000000000ull)
-				die("bad -n '%s'", optarg);
+				tp_die("bad -n '%s'", optarg);
 			break;
 		case 's':
 			P.seed = strtoull(optarg, &end, 0);
 			if (*end)
-				die("bad -s '%s'", optarg);
+				tp_die("bad -s '%s'", optarg);
 			break;
 		case 't':
 			P.ntypes = 1;
@@ -93,7 +93,7 @@ int main(int argc, char **argv)
 			else if (!strcmp(optarg, "all"))
 				P.ntypes = 3;
 			else
-				die("bad -t '%s' (rc, uc, ud, all)", optarg);
+				tp_die("bad -t '%s' (rc, uc, ud, all)", optarg);
 			break;
 		case 'd':
 			P.dev = optarg;
@@ -101,7 +101,7 @@ int main(int argc, char **argv)
 		case 'T':
 			c = atoi(optarg);
 			if (c < 0 || c > 31)
-				die("-T must be 0..31");
+				tp_die("-T must be 0..31");
 			P.timeout = (uint8_t)c;
 			break;
 		default:

@@ -60,7 +60,7 @@ static void server_fatal(struct server *s, const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, "%s: ", who);
+	fprintf(stderr, "%s: ", tp_who);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
@@ -161,16 +161,16 @@ static void server_setup(struct server *s)
 	P.mtu = 128u << s->pt.attr.active_mtu;
 	s->pd = ibv_alloc_pd(s->ctx);
 	if (!s->pd)
-		die("ibv_alloc_pd: %s", strerror(errno));
+		tp_die("ibv_alloc_pd: %s", strerror(errno));
 	s->nqp = P.procs * per;
 	s->q = calloc((size_t)s->nqp, sizeof(*s->q));
 	s->priv_final = calloc((size_t)s->nqp, sizeof(uint64_t));
 	s->priv_seen = calloc((size_t)s->nqp, sizeof(bool));
 	if (!s->q || !s->priv_final || !s->priv_seen)
-		die("out of memory");
+		tp_die("out of memory");
 	s->cq = ibv_create_cq(s->ctx, s->nqp * RQ_WINDOW + 16, NULL, NULL, 0);
 	if (!s->cq)
-		die("ibv_create_cq: %s", strerror(errno));
+		tp_die("ibv_create_cq: %s", strerror(errno));
 
 	/* The read region (contents known to all) and the atomic words:
 	 * NSHARED shared counters, then one private word per QP. */
@@ -570,7 +570,7 @@ static int server_main(struct server *s)
 	int finals = 0, status = 0;
 
 	server_setup(s);
-	t0 = last = now_s();
+	t0 = last = tp_now_s();
 	while (finals < P.procs) {
 		bool busy = false;
 		int n = ibv_poll_cq(s->cq, 64, wc);
@@ -597,7 +597,7 @@ static int server_main(struct server *s)
 			}
 		}
 		if (busy) {
-			last = now_s();
+			last = tp_now_s();
 			idle = 0;
 			continue;
 		}
@@ -615,8 +615,8 @@ static int server_main(struct server *s)
 							  .events = POLLIN };
 			poll(pfd, (nfds_t)P.procs, 1);
 		}
-		if (now_s() - last > STALL_SECS) {
-			fprintf(stderr, "%s: no progress for %d s:\n", who,
+		if (tp_now_s() - last > STALL_SECS) {
+			fprintf(stderr, "%s: no progress for %d s:\n", tp_who,
 				STALL_SECS);
 			server_dump(s);
 			server_fatal(s, "stalled");
@@ -635,7 +635,7 @@ static int server_main(struct server *s)
 		}
 	}
 	server_check_atomics(s);
-	double secs = now_s() - t0;
+	double secs = tp_now_s() - t0;
 
 	for (int c = 0; c < P.procs; c++) {
 		int st;
@@ -643,7 +643,7 @@ static int server_main(struct server *s)
 		if (waitpid(s->pid[c], &st, 0) < 0 || !WIFEXITED(st) ||
 		    WEXITSTATUS(st) != 0) {
 			status = 1;
-			fprintf(stderr, "%s: client %d %s %d\n", who, c,
+			fprintf(stderr, "%s: client %d %s %d\n", tp_who, c,
 				WIFSIGNALED(st) ? "was killed by signal" :
 						  "exited with",
 				WIFSIGNALED(st) ? WTERMSIG(st) :
@@ -669,7 +669,7 @@ static int server_main(struct server *s)
 	       secs, s->bytes / secs / 1e6);
 	if (s->ops != P.messages) {
 		fprintf(stderr, "%s: %" PRIu64 " operations completed, "
-			"not %" PRIu64 "\n", who, s->ops, P.messages);
+			"not %" PRIu64 "\n", tp_who, s->ops, P.messages);
 		status = 1;
 	}
 	if (s->errors || s->client_errors)
@@ -691,13 +691,13 @@ int server_run(void)
 	server_pid = getpid();
 	for (int i = 0; i < P.procs; i++)
 		if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv[i]) < 0)
-			die("socketpair: %s", strerror(errno));
+			tp_die("socketpair: %s", strerror(errno));
 	for (int i = 0; i < P.procs; i++) {
 		pid_t pid = fork();
 
 		if (pid < 0) {
 			server_kill_all(&s);
-			die("fork: %s", strerror(errno));
+			tp_die("fork: %s", strerror(errno));
 		}
 		if (pid == 0) {
 			for (int j = 0; j < P.procs; j++) {
@@ -717,7 +717,7 @@ int server_run(void)
 		close(sv[i][1]);
 		s.ch[i].fd = sv[i][0];
 	}
-	who = "integrity[server]";
+	tp_who = "integrity[server]";
 	signal(SIGPIPE, SIG_IGN);
 	return server_main(&s);
 }

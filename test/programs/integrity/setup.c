@@ -5,20 +5,8 @@
 /* ---- options and shared parameters ---- */
 
 struct params P;
-const char *who = "integrity"; /* prefix of messages */
+const char *tp_who = "integrity"; /* prefix of messages (tp_common.h) */
 static int errors_shown;
-
-void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "%s: ", who);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
 
 /* A data error: counted by the caller, shown up to MAX_ERR_SHOW times. */
 void report(const char *fmt, ...)
@@ -28,22 +16,14 @@ void report(const char *fmt, ...)
 	if (errors_shown++ >= MAX_ERR_SHOW) {
 		if (errors_shown == MAX_ERR_SHOW + 1)
 			fprintf(stderr, "%s: (further errors not shown)\n",
-				who);
+				tp_who);
 		return;
 	}
-	fprintf(stderr, "%s: ERROR: ", who);
+	fprintf(stderr, "%s: ERROR: ", tp_who);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
-}
-
-double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 /* ---- socketpair records ---- */
@@ -70,7 +50,7 @@ bool chan_try_send(struct chan *ch, const struct rec *r, size_t n)
 void chan_send(struct chan *ch, const struct rec *r, size_t n)
 {
 	if (!chan_try_send(ch, r, n))
-		die("write to the socketpair: %s (the peer is gone)",
+		tp_die("write to the socketpair: %s (the peer is gone)",
 		    strerror(errno));
 }
 
@@ -106,12 +86,12 @@ void chan_expect(struct chan *ch, struct rec *r, uint32_t tag)
 	int got = chan_recv(ch, r, STALL_SECS * 1000);
 
 	if (got < 0)
-		die("the peer closed the socketpair during setup");
+		tp_die("the peer closed the socketpair during setup");
 	if (got == 0)
-		die("no word from the peer for %d s during setup",
+		tp_die("no word from the peer for %d s during setup",
 		    STALL_SECS);
 	if (r->tag != tag)
-		die("setup: record %u where %u was expected", r->tag, tag);
+		tp_die("setup: record %u where %u was expected", r->tag, tag);
 }
 
 /* ---- verbs setup shared by both sides ---- */
@@ -124,21 +104,21 @@ struct ibv_context *open_dev(struct port *pt)
 
 	list = ibv_get_device_list(&n);
 	if (!list)
-		die("ibv_get_device_list: %s", strerror(errno));
+		tp_die("ibv_get_device_list: %s", strerror(errno));
 	for (i = 0; i < n; i++)
 		if (!strcmp(ibv_get_device_name(list[i]), P.dev))
 			break;
 	if (i == n)
-		die("no device %s (is build/lib the libibverbs in use?)",
+		tp_die("no device %s (is build/lib the libibverbs in use?)",
 		    P.dev);
 	ctx = ibv_open_device(list[i]);
 	if (!ctx)
-		die("ibv_open_device %s: %s", P.dev, strerror(errno));
+		tp_die("ibv_open_device %s: %s", P.dev, strerror(errno));
 	ibv_free_device_list(list);
 	if ((err = ibv_query_port(ctx, 1, &pt->attr)))
-		die("ibv_query_port: %s", strerror(err));
+		tp_die("ibv_query_port: %s", strerror(err));
 	if ((err = ibv_query_gid(ctx, 1, 0, &pt->gid)))
-		die("ibv_query_gid: %s", strerror(err));
+		tp_die("ibv_query_gid: %s", strerror(err));
 	return ctx;
 }
 
@@ -147,7 +127,7 @@ void *alloc_mem(size_t n)
 	void *p = aligned_alloc(4096, (n + 4095) & ~(size_t)4095);
 
 	if (!p)
-		die("out of memory (%zu bytes)", n);
+		tp_die("out of memory (%zu bytes)", n);
 	return p;
 }
 
@@ -156,7 +136,7 @@ struct ibv_mr *reg(struct ibv_pd *pd, void *p, size_t n, int access)
 	struct ibv_mr *mr = ibv_reg_mr(pd, p, n, access);
 
 	if (!mr)
-		die("ibv_reg_mr of %zu bytes: %s", n, strerror(errno));
+		tp_die("ibv_reg_mr of %zu bytes: %s", n, strerror(errno));
 	return mr;
 }
 
@@ -176,7 +156,7 @@ struct ibv_qp *make_qp(struct ibv_pd *pd, struct ibv_cq *cq, int type,
 	int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT, err;
 
 	if (!qp)
-		die("ibv_create_qp (%s): %s", type_names[type],
+		tp_die("ibv_create_qp (%s): %s", type_names[type],
 		    strerror(errno));
 	*inl = ia.cap.max_inline_data;
 	if (type == Q_UD) {
@@ -191,7 +171,7 @@ struct ibv_qp *make_qp(struct ibv_pd *pd, struct ibv_cq *cq, int type,
 		mask |= IBV_QP_ACCESS_FLAGS;
 	}
 	if ((err = ibv_modify_qp(qp, &a, mask)))
-		die("ibv_modify_qp %s to INIT: %s", type_names[type],
+		tp_die("ibv_modify_qp %s to INIT: %s", type_names[type],
 		    strerror(err));
 	return qp;
 }
@@ -235,7 +215,7 @@ void connect_qp(struct ibv_qp *qp, int type, uint32_t dqpn,
 		mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
 	}
 	if ((err = ibv_modify_qp(qp, &a, mask)))
-		die("ibv_modify_qp %s to RTR: %s", type_names[type],
+		tp_die("ibv_modify_qp %s to RTR: %s", type_names[type],
 		    strerror(err));
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
@@ -250,7 +230,7 @@ void connect_qp(struct ibv_qp *qp, int type, uint32_t dqpn,
 			IBV_QP_MAX_QP_RD_ATOMIC;
 	}
 	if ((err = ibv_modify_qp(qp, &a, mask)))
-		die("ibv_modify_qp %s to RTS: %s", type_names[type],
+		tp_die("ibv_modify_qp %s to RTS: %s", type_names[type],
 		    strerror(err));
 }
 
