@@ -7,7 +7,8 @@
  *   rate   8-byte messages, a window at a time (million messages/s)
  * Sizes 1 B (0 for rate) up to the eager limit, powers of two.
  *
- *   mpirun -np 2 sib_osu [lat|bw|bibw|rate|all] [-i ITERS] [-w WINDOW]
+ *   mpirun -np 2 sib_osu [lat|bw|bibw|rate|all] [-i ITERS] [-w WINDOW] [-s SIZE]
+ * -s SIZE: the latency at that one size (per-message counts: perf, strace).
  * Progress mode from SIB_PROGRESS (default: polling).
  */
 #include <stdbool.h>
@@ -22,6 +23,7 @@ static struct sib_job job;
 static sib_worker_t *W;
 static sib_ep_t *peer;
 static int iters = 2000, window = 64;
+static size_t only;   /* -s SIZE: lat at this size alone */
 
 static double now_us(void)
 {
@@ -133,6 +135,8 @@ int main(int argc, char **argv)
 			iters = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "-w") && i + 1 < argc)
 			window = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "-s") && i + 1 < argc)
+			only = strtoull(argv[++i], NULL, 0);
 		else
 			what = argv[i];
 	}
@@ -154,8 +158,12 @@ int main(int argc, char **argv)
 			       "# size    mean us  median us\n");
 		for (size_t n = 1; n <= a.eager_max; n = n * 2 > a.eager_max &&
 		     n < a.eager_max ? a.eager_max : n * 2) {
-			double med, us = lat(sb, n, &med);
+			double med, us;
 
+			if (only && n != only && !(only > a.eager_max &&
+			    n == a.eager_max))
+				continue;
+			us = lat(sb, n, &med);
 			if (job.rank == 0)
 				printf("%-8zu %8.2f %10.2f\n", n, us, med);
 		}

@@ -17,7 +17,8 @@
  * request twice, which ends it before the receiver's ACK (the crash and
  * the hangs of the first version, docs/mpi.md).
  *
- * libsib's own completion of the request therefore only carries errors: a
+ * libsib's own completion of the request therefore only carries errors
+ * (SIB_OP_LAZY_CB: on success it may come late, with a later send's): a
  * peer found dead is reported through Open MPI's error callback; the
  * component never ends the job itself. No Open MPI callback runs from
  * inside libsib's send call (it posts, it does not progress), so ob1 is
@@ -56,7 +57,10 @@ static void sent_cb(sib_request_t *req, sib_status_t st, void *arg)
 static int post(struct mca_btl_base_endpoint_t *ep, const void *hdr,
 		size_t hlen, const void *data, size_t dlen)
 {
-	struct sib_op_params op = { .send_cb = sent_cb, .cb_arg = ep };
+	/* lazy: sent_cb only matters for a failure, so a short message may
+	 * go unsignalled (no ACK datagram of its own across hosts) */
+	struct sib_op_params op = { .send_cb = sent_cb, .cb_arg = ep,
+				    .flags = SIB_OP_LAZY_CB };
 	sib_request_t *req = NULL;
 	sib_status_t st;
 

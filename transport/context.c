@@ -211,6 +211,13 @@ static int params_resolve(sib_context_t *c, const struct sib_context_params *p)
 		return -1;
 	}
 	c->short_max = v;
+	/* 1: every send signalled (as before 2026-11-25), for A/B runs */
+	c->signal_every = SIB_SIGNAL_EVERY;
+	c->spin_us = SIB_SPIN_US;
+	if (env_u32("SIB_SPIN_US", 0, 10000000, &c->spin_us))
+		return -1;
+	if (env_u32("SIB_SIGNAL_EVERY", 1, 64, &c->signal_every))
+		return -1;
 	if (p && (p->thread_mode != SIB_THREAD_SINGLE &&
 		  p->thread_mode != SIB_THREAD_MULTI))
 		return -1;

@@ -426,6 +426,33 @@ static bool pid_dead(const struct sib_ep *ep)
 }
 
 /*
+ * The unsignalled sends posted before r (h->sent is in posting order, one
+ * QP): a send queue completes in order, and a WR in error ends only after
+ * every earlier one has ended, each earlier one that failed with a
+ * completion of its own (errors are always reported). So an unsignalled
+ * send still ahead of r, at any completion of r, was delivered. A
+ * signalled one ahead keeps waiting for its own completion (whatever the
+ * order the HCA completes READs and atomics in, theirs is theirs).
+ */
+static void host_ahead_done(sib_worker_t *w, struct sib_host *h,
+			    struct sib_request *r)
+{
+	sib_link_t *e, *n;
+
+	for (e = h->sent.next; e != &r->qlink && e != &h->sent; e = n) {
+		struct sib_request *p = SIB_CONTAINER(e, struct sib_request, qlink);
+
+		n = e->next;
+		if (!p->unsig)
+			continue;
+		sib_list_del(&p->qlink);
+		h->inflight--;
+		w->inflight--;
+		sib_send_finished(w, p, SIB_OK);
+	}
+}
+
+/*
  * A send broke its QP (not a flush): is its receiver gone?  An SRQ the far
  * domain does not know is a process that left.  On this host the pid
  * answers at once.  On another host a broken send proves nothing by
@@ -469,6 +496,7 @@ void sib_host_send_done(sib_worker_t *w, struct ibv_wc *wc)
 	struct sib_host *h = r->ep->host;
 	bool dead;
 
+	host_ahead_done(w, h, r);
 	sib_list_del(&r->qlink);
 	h->inflight--;
 	w->inflight--;
@@ -507,6 +535,75 @@ void sib_host_send_done(sib_worker_t *w, struct ibv_wc *wc)
 	}
 	if (!h->inflight)
 		host_recover(w, h);
+}
+
+/*
+ * Unsignalled sends sit in h->sent until a signalled WR behind them
+ * completes. When nothing follows (the last sends before a flush, or
+ * before the application goes quiet), a NOP does: a signalled header-only
+ * SEND to the tail's endpoint, in its sequence, which the receiver drops.
+ * Its request belongs to the library (freed: released at completion).
+ */
+void sib_host_close_tail(sib_worker_t *w, struct sib_host *h)
+{
+	struct sib_hdr hdr = { .type = SIB_MSG_NOP, .proto = SIB_PROTO_SHORT };
+	struct sib_request *r, *tail;
+	struct sib_ep *ep;
+
+	if (!h->unsig || h->state != SIB_CONN_UP || sib_list_empty(&h->sent))
+		return;
+	tail = SIB_CONTAINER(h->sent.prev, struct sib_request, qlink);
+	ep = tail->ep;
+	if (ep->failed || !(r = sib_req_new(w, SIB_REQ_SEND, NULL)))
+		return;   /* a failure flushes the tail; no memory: next tick */
+	r->ep = ep;
+	r->proto = SIB_PROTO_SHORT;
+	r->cls = 0;
+	r->wire_len = SIB_HDR;
+	r->data = r->inl;
+	r->freed = true;
+	hdr.src = w->id;
+	hdr.seq = ep->tx_seq++;
+	memcpy(r->data, &hdr, SIB_HDR);
+	ep->tx_issued++;
+	w->c.tail_nops++;
+	h->unsig = 0;   /* whether posted now or queued: it is signalled */
+	sib_host_submit(w, h, r);
+}
+
+/* Does someone wait on an unsignalled send of the tail: a lazy-callback
+ * request its caller still holds? (A send that completed when posted, or
+ * one freed, is nobody's business but the library's.) */
+static bool tail_wanted(struct sib_host *h)
+{
+	for (sib_link_t *e = h->sent.prev; e != &h->sent; e = e->prev) {
+		struct sib_request *p = SIB_CONTAINER(e, struct sib_request, qlink);
+
+		if (!p->unsig)
+			return false;
+		if (!p->early && !p->freed)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * The timer's look (every TIMER_MS): a tail that someone waits on and no
+ * post has followed since the last look is closed, so a lazy callback
+ * whose request is held runs within two ticks. A tail nobody waits on
+ * stays (its requests go with a later completion or the worker): a NOP
+ * after the last message to a process that then exits would fail, and
+ * declare that peer failed for nothing (test_mpi's spawn children).
+ */
+void sib_hosts_tails(sib_worker_t *w)
+{
+	for (sib_link_t *e = w->hosts.next; e != &w->hosts; e = e->next) {
+		struct sib_host *h = SIB_CONTAINER(e, struct sib_host, link);
+
+		if (h->unsig && h->tail_posts == h->tail_seen && tail_wanted(h))
+			sib_host_close_tail(w, h);
+		h->tail_seen = h->tail_posts;
+	}
 }
 
 /* ---------------- the handshake, receiving side ---------------- */

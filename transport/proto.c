@@ -46,19 +46,37 @@ static size_t rndv_max(const sib_worker_t *w)
 	return SIZE_MAX;
 }
 
+/*
+ * Signalled or not. A signalled SEND asks the responder for its ACK at
+ * once; on the UDP link an XRC receive QP sends nothing else, so each one
+ * costs a datagram of its own: a send() on one side, a receive on the
+ * other, per message (an RC QP's ACK rides with its reply). A short send
+ * that completed when posted needs no completion of its own: up to
+ * SIB_SIGNAL_EVERY - 1 (the key; default 16) go unsignalled in a row, and complete with the
+ * next signalled WR of the QP (host.c sib_host_send_done); the responder
+ * coalesces their ACKs.
+ */
 static int post_send(sib_worker_t *w, struct sib_host *h, struct sib_request *r,
 		     uint64_t addr, uint32_t lkey, unsigned flags)
 {
 	struct ibv_sge sge = { .addr = addr, .length = r->wire_len, .lkey = lkey };
+	bool unsig = r->unsig_ok && h->unsig + 1 < w->ctx->signal_every;
 	struct ibv_send_wr wr = {
 		.wr_id = (uintptr_t)r, .sg_list = &sge, .num_sge = 1,
-		.opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED | flags,
+		.opcode = IBV_WR_SEND,
+		.send_flags = (unsig ? 0 : IBV_SEND_SIGNALED) | flags,
 	}, *bad;
 	int rc;
 
 	wr.qp_type.xrc.remote_srqn = r->ep->addr.srqn[r->cls];
 	rc = ibv_post_send(h->sqp, &wr, &bad);
 	if (!rc) {
+		h->unsig = unsig ? h->unsig + 1 : 0;
+		r->unsig = unsig;
+		h->tail_posts++;
+		w->c.unsignaled += unsig;
+		if (r->data[0] == SIB_MSG_NOP) /* hdr.type; not a message */
+			return 0;
 		w->c.tx_msgs[r->proto]++;
 		w->c.tx_bytes[r->proto] += r->wire_len - SIB_HDR;
 	}
@@ -137,6 +155,8 @@ void sib_rx(sib_worker_t *w, struct ibv_wc *wc)
 	if (d > 0)              /* never expected: counted for the tests */
 		w->c.seq_gaps++;
 	ep->rx_seq = h.seq + 1;
+	if (h.type == SIB_MSG_NOP)   /* it only closed the sender's tail */
+		goto repost;
 	w->c.rx_msgs[h.proto]++;
 	w->c.rx_bytes[h.proto] += wc->byte_len - SIB_HDR;
 	sib_deliver(w, ep, &h, p + SIB_HDR, wc->byte_len - SIB_HDR, cls, idx, &keep);

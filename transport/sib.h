@@ -174,6 +174,13 @@ struct sib_iov {
 #define SIB_OP_IOV 1u        /* buf is a `const struct sib_iov *` and len
 				the number of pieces (send and receive; the
 				array must stay valid until completion) */
+#define SIB_OP_LAZY_CB 2u    /* send: the callback is for failures; on
+				success it may run late (with a later send's
+				completion, at a flush, within ~40 ms while
+				the request is held, or as SIB_ERR_CANCELED
+				at worker destroy once it is freed), which
+				lets a short send go unsignalled
+				(docs/transport.md "Across hosts") */
 
 /* Optional per-operation parameters (NULL: none). */
 struct sib_op_params {
@@ -280,6 +287,8 @@ struct sib_worker_attr {
 	uint64_t unexpected, unexpected_now, posted_now;
 	uint64_t srq_limit_events, srq_refills, reconnects, handshakes;
 	uint64_t resent;        /* sends re-posted after a connection failed */
+	uint64_t unsignaled;    /* short sends posted without a completion */
+	uint64_t tail_nops;     /* NOPs sent to close an unsignalled tail */
 	/* rendezvous and RMA (rndv.c, rma.c) */
 	size_t rndv_thresh_local;  /* above: rendezvous, same host */
 	size_t rndv_thresh_remote; /* above: rendezvous, other hosts */

@@ -66,7 +66,10 @@ enum sib_msg_type { SIB_MSG_TAG = 1, SIB_MSG_AM = 2,
 		   SIB_MSG_RTS = 3, SIB_MSG_AM_RTS = 4, SIB_MSG_FIN = 5,
 		   /* the WRITE variant: the receiver's buffer (RTR), and the
 		    * sender's "written" (FIN_W) */
-		   SIB_MSG_RTR = 6, SIB_MSG_FIN_W = 7 };
+		   SIB_MSG_RTR = 6, SIB_MSG_FIN_W = 7,
+		   /* nothing: a signalled WR behind unsignalled ones (host.c
+		    * sib_host_close_tail); the receiver drops it in order */
+		   SIB_MSG_NOP = 8 };
 
 struct sib_hdr {
 	uint8_t type;       /* enum sib_msg_type */
@@ -85,6 +88,12 @@ struct sib_hdr {
 #define SIB_WR_RECV (1ull << 63)
 /* WRs on all send QPs at once: the CQ keeps room for them */
 #define SIB_SCQ_DEPTH 2048
+/* at least one in this many short sends in a row is signalled (proto.c);
+ * the SIB_SIGNAL_EVERY key, 1..64 */
+#define SIB_SIGNAL_EVERY 16
+/* a waiting request spins this long (us) after the last event before it
+ * yields the core every 64 empty polls (tag.c); the SIB_SPIN_US key */
+#define SIB_SPIN_US 50
 
 /* ---- the UD handshake ---- */
 enum sib_hs_type { SIB_HS_REQ = 1, SIB_HS_REP = 2, SIB_HS_PING = 3,
@@ -130,6 +139,8 @@ struct sib_context {
 	uint32_t nclasses;
 	struct sib_class_param classes[SIB_MAX_CLASSES];
 	uint32_t short_max;      /* 0: short protocol off */
+	uint32_t signal_every;   /* SIB_SIGNAL_EVERY key (proto.c) */
+	uint32_t spin_us;        /* SIB_SPIN_US key: spin before yielding (tag.c) */
 	sib_thread_mode_t thread_mode;
 	sib_progress_mode_t progress_mode;
 	void *topo;              /* hwloc_topology_t, NULL if it failed */
@@ -152,6 +163,11 @@ struct sib_host {
 	struct ibv_qp *sqp;      /* XRC send QP */
 	struct ibv_qp *tqp;      /* local host: the receive QP I made */
 	uint32_t inflight;       /* WRs posted and not completed */
+	/* unsignalled short sends posted since the last signalled WR: they
+	 * complete with the next signalled one (host.c); tail_posts and
+	 * tail_seen tell the timer the tail has sat a whole tick */
+	uint32_t unsig;
+	uint64_t tail_posts, tail_seen;
 	sib_link_t sent;         /* requests posted, oldest first */
 	sib_link_t pending;      /* requests waiting for the connection */
 	sib_link_t retry;        /* flushed by a failed QP: sent again first */
@@ -203,6 +219,11 @@ struct sib_request {
 	 * the library still holds it until its work completion */
 	bool early;
 	bool posted;             /* on its send QP (host.c) */
+	/* may be posted unsignalled: set by sib_send_start for the call's
+	 * own post only (a short send that completes when posted, or one
+	 * whose callback is lazy: SIB_OP_LAZY_CB) */
+	bool unsig_ok;
+	bool unsig;              /* posted unsignalled: no completion of its own */
 	struct sib_request *next_free;   /* the worker's cache of requests */
 	struct sib_tag_status st;
 	sib_send_cb_t send_cb;
@@ -249,6 +270,7 @@ struct sib_counters {
 	uint64_t rx_msgs[SIB_PROTO_MAX], rx_bytes[SIB_PROTO_MAX];
 	uint64_t unexpected, srq_limit_events, srq_refills, reconnects;
 	uint64_t handshakes, resent, dup_dropped, seq_gaps;
+	uint64_t unsignaled, tail_nops;
 	uint32_t send_qps_max, recv_qps;
 };
 
@@ -405,6 +427,10 @@ SIB_LOCAL struct sib_host *sib_host_get(sib_worker_t *w, const struct sib_addr *
 SIB_LOCAL void sib_host_submit(sib_worker_t *w, struct sib_host *h,
 			       struct sib_request *r);
 SIB_LOCAL void sib_host_send_done(sib_worker_t *w, struct ibv_wc *wc);
+/* Unsignalled sends wait on the host's QP for a signalled WR behind them:
+ * post a NOP (a flush asks; the timer, when the tail sat a whole tick). */
+SIB_LOCAL void sib_host_close_tail(sib_worker_t *w, struct sib_host *h);
+SIB_LOCAL void sib_hosts_tails(sib_worker_t *w);
 SIB_LOCAL void sib_ud_rx(sib_worker_t *w, struct ibv_wc *wc);
 SIB_LOCAL void sib_hosts_timer(sib_worker_t *w, uint64_t now);
 SIB_LOCAL void sib_hosts_destroy(sib_worker_t *w);

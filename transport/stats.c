@@ -71,6 +71,8 @@ SIB_API sib_status_t sib_worker_query(sib_worker_t *w, struct sib_worker_attr *a
 	a->reconnects = w->c.reconnects;
 	a->handshakes = w->c.handshakes;
 	a->resent = w->c.resent;
+	a->unsignaled = w->c.unsignaled;
+	a->tail_nops = w->c.tail_nops;
 	sib_rma_query(w, a);
 	sib_unlock(w);
 	return SIB_OK;
@@ -129,7 +131,7 @@ static void write_stats(sib_worker_t *w, FILE *f)
 			(unsigned long long)w->c.rx_bytes[i]);
 	fprintf(f, "counters unexpected=%llu unexpected_now=%zu posted_now=%zu "
 		"srq_limit_events=%llu reconnects=%llu handshakes=%llu resent=%llu "
-		"dup_dropped=%llu seq_gaps=%llu\n",
+		"dup_dropped=%llu seq_gaps=%llu unsignaled=%llu tail_nops=%llu\n",
 		(unsigned long long)w->c.unexpected,
 		sib_mq_unexpected_count(&w->mq), sib_mq_posted_count(&w->mq),
 		(unsigned long long)w->c.srq_limit_events,
@@ -137,7 +139,9 @@ static void write_stats(sib_worker_t *w, FILE *f)
 		(unsigned long long)w->c.handshakes,
 		(unsigned long long)w->c.resent,
 		(unsigned long long)w->c.dup_dropped,
-		(unsigned long long)w->c.seq_gaps);
+		(unsigned long long)w->c.seq_gaps,
+		(unsigned long long)w->c.unsignaled,
+		(unsigned long long)w->c.tail_nops);
 }
 
 /*

@@ -353,7 +353,12 @@ sib_status_t sib_send_start(struct sib_ep *ep, struct sib_hdr *h,
 		memcpy(r->data + SIB_HDR + alen, b, blen);
 	r->st.length = len;
 	ep->tx_issued++;
+	/* only this call's own post may leave it unsignalled: a send that
+	 * waits (connection, QP room) is posted later, signalled */
+	r->unsig_ok = proto == SIB_PROTO_SHORT && h->type < SIB_MSG_RTS &&
+		      (!r->send_cb || (op && (op->flags & SIB_OP_LAZY_CB)));
 	sib_host_submit(w, ep->host, r);
+	r->unsig_ok = false;
 	/* Posted, with its bytes copied (inline, or into a bounce slot):
 	 * the caller's buffer is free, so a send that asked for no callback
 	 * completes now, as a short or eager send does in UCX. Waiting for
@@ -423,6 +428,9 @@ SIB_API sib_status_t sib_ep_flush(sib_ep_t *ep, sib_request_t **req)
 	f->ep = ep;
 	f->flush_target = ep->tx_issued;
 	sib_list_add_tail(&ep->flushes, &f->qlink);
+	/* unsignalled sends complete with a later signalled WR: send one */
+	if (ep->host)
+		sib_host_close_tail(ep->w, ep->host);
 	*req = f;
 	sib_unlock(ep->w);
 	return SIB_INPROGRESS;
@@ -676,13 +684,13 @@ SIB_API sib_status_t sib_request_test(sib_request_t *r, struct sib_tag_status *s
 }
 
 /*
- * Polling: spin for SPIN_US after the last event, then yield the core
+ * Polling: spin for spin_us (SIB_SPIN_US, default 50) after the last
+ * event, then yield the core
  * every 64 empty polls (others may need it to answer: the peer on an
  * oversubscribed host, softib's progress thread). Yielding after a count
  * of polls instead (64, ~2 us) gave the core away inside every
  * intra-host round trip on a loaded machine (docs/transport.md).
  */
-#define SPIN_US 50
 
 SIB_API sib_status_t sib_request_wait(sib_request_t *r, struct sib_tag_status *st)
 {
@@ -703,7 +711,7 @@ SIB_API sib_status_t sib_request_wait(sib_request_t *r, struct sib_tag_status *s
 
 			if (idle == 64)
 				since = now;
-			else if (now - since >= SPIN_US)
+			else if (now - since >= r->w->ctx->spin_us)
 				sched_yield();
 		}
 	}

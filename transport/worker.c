@@ -459,6 +459,7 @@ int sib_progress_locked(sib_worker_t *w)
 		w->next_timer_ms = now + TIMER_MS;
 		async_events(w);
 		deaths_take(w);
+		sib_hosts_tails(w);
 		sib_hosts_timer(w, now);
 		if (now >= w->next_publish_ms) {
 			w->next_publish_ms = now + PUBLISH_MS;

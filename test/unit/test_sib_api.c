@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cu_run.h"
 #include "transport/sib.h"   /* installed as build/include/sib.h */
@@ -140,6 +141,11 @@ static void test_params(void)
 	CU_ASSERT_EQUAL(env_try("SIB_SHORT_MAX", "-1"), SIB_ERR_INVALID_PARAM);
 	CU_ASSERT_EQUAL(env_try("SIB_PROGRESS", "sometimes"), SIB_ERR_INVALID_PARAM);
 	CU_ASSERT_EQUAL(env_try("SIB_PROGRESS", "blocking"), SIB_OK);
+	CU_ASSERT_EQUAL(env_try("SIB_SIGNAL_EVERY", "0"), SIB_ERR_INVALID_PARAM);
+	CU_ASSERT_EQUAL(env_try("SIB_SIGNAL_EVERY", "65"), SIB_ERR_INVALID_PARAM);
+	CU_ASSERT_EQUAL(env_try("SIB_SIGNAL_EVERY", "1"), SIB_OK);
+	CU_ASSERT_EQUAL(env_try("SIB_SPIN_US", "x"), SIB_ERR_INVALID_PARAM);
+	CU_ASSERT_EQUAL(env_try("SIB_SPIN_US", "0"), SIB_OK);
 	unsetenv("SIB_QUIET");
 }
 
@@ -515,6 +521,96 @@ static void test_send_lifetime(void)
 	free(in);
 }
 
+/*
+ * Short sends that completed when posted go unsignalled (at most 15 in a
+ * row): they complete with the next signalled WR, and when none follows a
+ * flush sends a NOP behind them (counted, never delivered). A callback
+ * asked lazy (SIB_OP_LAZY_CB) lets its send go unsignalled too: the
+ * callback still runs once, from progress (the timer closes the tail).
+ */
+static void test_unsignaled(void)
+{
+	struct sib_worker_attr a0, a1;
+	struct sib_op_params op = { .send_cb = count_cb, .flags = SIB_OP_LAZY_CB };
+	struct sib_tag_status ts;
+	sib_request_t *s, *f;
+	uint64_t v;
+
+	CU_ASSERT_EQUAL_FATAL(sib_worker_query(w, &a0), SIB_OK);
+	uint64_t rx0 = a0.rx_msgs[SIB_PROTO_SHORT];
+
+	for (v = 0; v < 40; v++) {
+		CU_ASSERT_EQUAL_FATAL(sib_tag_send_nb(self, &v, sizeof(v), 900, 9,
+						      NULL, &s), SIB_OK);
+		sib_request_free(s);
+	}
+	CU_ASSERT_EQUAL(sib_worker_query(w, &a1), SIB_OK);
+	CU_ASSERT(a1.unsignaled - a0.unsignaled >= 30);
+	/* the last sends are unsignalled: the flush needs the NOP */
+	sib_status_t st = sib_ep_flush(self, &f);
+
+	CU_ASSERT_EQUAL(st, SIB_INPROGRESS);
+	if (st == SIB_INPROGRESS) {
+		CU_ASSERT_EQUAL(sib_request_wait(f, NULL), SIB_OK);
+		sib_request_free(f);
+	}
+	CU_ASSERT_EQUAL(sib_worker_query(w, &a1), SIB_OK);
+	CU_ASSERT_EQUAL(a1.tail_nops - a0.tail_nops, 1);
+	for (uint64_t i = 0; i < 40; i++) {
+		CU_ASSERT_EQUAL(recv_wait(&v, sizeof(v), SIB_ANY_SOURCE, 900, ~0ull, 9,
+					  &ts), SIB_OK);
+		CU_ASSERT_EQUAL(v, i);   /* in order, nothing lost */
+	}
+	for (int i = 0; i < 50; i++)
+		sib_worker_progress(w);
+	/* the NOP reached nobody */
+	CU_ASSERT_EQUAL(sib_tag_probe_nb(w, SIB_ANY_SOURCE, 0, 0, 9, &ts, NULL),
+			SIB_ERR_NO_MESSAGE);
+	/* 40 messages counted, the NOP not */
+	CU_ASSERT_EQUAL(sib_worker_query(w, &a0), SIB_OK);
+	CU_ASSERT_EQUAL(a0.rx_msgs[SIB_PROTO_SHORT], rx0 + 40);
+	/* lazy callback: unsignalled, completed by the timer's NOP */
+	cb_calls = 0;
+	cb_status = SIB_ERR_IO;
+	CU_ASSERT_EQUAL_FATAL(sib_tag_send_nb(self, &v, sizeof(v), 901, 9, &op, &s),
+			      SIB_OK);
+	CU_ASSERT_EQUAL(sib_request_wait(s, NULL), SIB_OK);
+	CU_ASSERT_EQUAL(cb_calls, 1);
+	CU_ASSERT_EQUAL(cb_status, SIB_OK);
+	sib_request_free(s);
+	CU_ASSERT_EQUAL(sib_worker_query(w, &a1), SIB_OK);
+	CU_ASSERT(a1.unsignaled > a0.unsignaled);
+	CU_ASSERT(a1.tail_nops > a0.tail_nops);
+	CU_ASSERT_EQUAL(recv_wait(&v, sizeof(v), SIB_ANY_SOURCE, 901, ~0ull, 9, NULL),
+			SIB_OK);
+	/* a tail nobody waits on (sent, freed) stays: no NOP from the
+	 * timer (it would fail toward a peer that has since exited) */
+	for (v = 0; v < 3; v++) {
+		CU_ASSERT_EQUAL_FATAL(sib_tag_send_nb(self, &v, sizeof(v), 902, 9,
+						      NULL, &s), SIB_OK);
+		sib_request_free(s);
+	}
+	CU_ASSERT_EQUAL(sib_worker_query(w, &a0), SIB_OK);
+	struct timespec t0, t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {   /* three timer ticks and more */
+		sib_worker_progress(w);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 80);
+	CU_ASSERT_EQUAL(sib_worker_query(w, &a1), SIB_OK);
+	CU_ASSERT_EQUAL(a1.tail_nops, a0.tail_nops);
+	for (uint64_t i = 0; i < 3; i++)
+		CU_ASSERT_EQUAL(recv_wait(&v, sizeof(v), SIB_ANY_SOURCE, 902, ~0ull, 9,
+					  NULL), SIB_OK);
+	/* a flush still closes it */
+	CU_ASSERT_EQUAL(sib_ep_flush(self, &f), SIB_INPROGRESS);
+	CU_ASSERT_EQUAL(sib_request_wait(f, NULL), SIB_OK);
+	sib_request_free(f);
+	CU_ASSERT_EQUAL(sib_worker_query(w, &a1), SIB_OK);
+	CU_ASSERT_EQUAL(a1.tail_nops, a0.tail_nops + 1);
+}
+
 /* ---- one worker, several threads ---- */
 
 struct thr {
@@ -590,7 +686,8 @@ static int add_suites(void)
 	    !CU_add_test(s, "probe and matched probe", test_probe) ||
 	    !CU_add_test(s, "active messages", test_am) ||
 	    !CU_add_test(s, "flush", test_flush) ||
-	    !CU_add_test(s, "send request lifetime", test_send_lifetime))
+	    !CU_add_test(s, "send request lifetime", test_send_lifetime) ||
+	    !CU_add_test(s, "unsignalled short sends", test_unsignaled))
 		return -1;
 	s = CU_add_suite("sib_threads", NULL, NULL);
 	if (!s || !CU_add_test(s, "three threads on one worker", test_threads))
