@@ -252,15 +252,21 @@ static void recv_finish(sib_worker_t *w, struct sib_request *r, uint32_t src,
 	sib_req_complete(r, len > r->len ? SIB_ERR_TRUNCATED : SIB_OK);
 }
 
+/*
+ * A peer has failed: what waits on it completes SIB_ERR_PEER_FAILED. The
+ * log says so when something did wait (or under SIB_DEBUG): a peer that
+ * simply ended (a spawned job's children at their finalize) is no news.
+ */
 void sib_ep_fail(sib_worker_t *w, struct sib_ep *ep, const char *why)
 {
 	struct sib_mq_recv *mr;
 	sib_link_t *lists[2], *e, *n;
+	unsigned failed = 0;
+	bool waited = ep->tx_issued != ep->tx_done || ep->rndv_wait;
 
 	if (ep->failed)
 		return;
 	ep->failed = true;
-	sib_log("peer %u failed: %s", ep->id, why);
 	if (ep->host) {
 		lists[0] = &ep->host->pending;
 		lists[1] = &ep->host->retry;
@@ -273,6 +279,7 @@ void sib_ep_fail(sib_worker_t *w, struct sib_ep *ep, const char *why)
 					continue;
 				sib_list_del(e);
 				sib_send_finished(w, r, SIB_ERR_PEER_FAILED);
+				failed++;
 			}
 	}
 	while ((mr = sib_mq_take_recv_from(&w->mq, ep->id))) {
@@ -282,7 +289,11 @@ void sib_ep_fail(sib_worker_t *w, struct sib_ep *ep, const char *why)
 			ep->rx_named--;
 		r->st.source = ep->id;
 		sib_req_complete(r, SIB_ERR_PEER_FAILED);
+		failed++;
 	}
+	if (failed || waited || getenv("SIB_DEBUG"))
+		sib_log("peer %u failed: %s (%u requests failed)", ep->id, why,
+			failed);
 	sib_rndv_ep_failed(w, ep);
 	flushes_check(ep);
 }
