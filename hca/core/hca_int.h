@@ -561,6 +561,7 @@ int hca_chan_signal(struct hca_dev *dev, uint16_t owner, uint32_t owner_gen,
 /* cq.c */
 int hca_cq_push(struct hca_dev *dev, uint32_t cq_idx, const struct hca_cqe *c,
 		bool solicited);
+void hca_cq_prefetch(struct hca_dev *dev, uint32_t cq_idx);
 int hca_cq_push_claim(struct hca_dev *dev, struct hca_claim *cl, uint32_t cq_idx,
 		      const struct hca_cqe *c, bool solicited, bool releases);
 struct hca_cq_ent *hca_cq_ent(struct hca_dev *dev, uint32_t cq_idx);
@@ -588,6 +589,7 @@ uint32_t hca_inl_max(void);
 bool hca_inl_copying(uint64_t state);
 uint64_t hca_inl_pool_bytes(uint32_t cq_cap, uint32_t *nslots, uint32_t *max_len);
 void hca_inl_pool_init(struct hca_inl_pool *p, uint32_t nslots, uint32_t max_len);
+void hca_inl_prefetch(struct hca_dev *dev, uint32_t cq_idx);
 uint16_t hca_inl_put(struct hca_dev *dev, struct hca_claim *cl, uint32_t cq_idx,
 		     const struct iovec *src, int nsrc,
 		     const struct iovec *dst, const uint32_t *lkeys, int ndst,
