@@ -365,9 +365,9 @@ void hca_cq_prefetch(struct hca_dev *dev, uint32_t cq_idx)
 	r = hca_seg_ptr(dev->seg, e->ring_off);
 	if (!r)
 		return;
-	__builtin_prefetch(&r->head, 1);
+	hca_prefetchw(&r->head);
 	pos = atomic_load_explicit(&r->head, memory_order_relaxed);
-	__builtin_prefetch(hca_ring_slot(r, pos), 1);
+	hca_prefetchw(hca_ring_slot(r, pos));
 }
 
 /* A completion of our own QP into our own CQ (send completions, flushes). */

@@ -142,7 +142,7 @@ void hca_inl_prefetch(struct hca_dev *dev, uint32_t cq_idx)
 	if (!p || !p->nslots)
 		return;
 	h = atomic_load_explicit(&p->hint, memory_order_relaxed) % p->nslots;
-	__builtin_prefetch(hca_inl_slot(p, h), 1);
+	hca_prefetchw(hca_inl_slot(p, h));
 }
 
 /*

@@ -270,6 +270,23 @@ struct hca_inl_slot {
 	uint64_t pad1[6];        /* slot size: a cache-line multiple (the
 				  * payload follows the ranges in use) */
 };
+/*
+ * Ask for the line at p to be brought in owned, ready to be written: the
+ * post path's prefetches of lines another process wrote last (resp.c,
+ * cq.c). __builtin_prefetch(p, 1) emits a plain read prefetch unless the
+ * compiler is told the CPU has PREFETCHW (-mprfchw), and a line that
+ * arrives shared still costs a second trip at the CAS that writes it.
+ * PREFETCHW is a no-op hint on x86-64 CPUs without it.
+ */
+static inline void hca_prefetchw(const void *p)
+{
+#if defined(__x86_64__)
+	__asm__ volatile("prefetchw %0" : : "m"(*(const char *)p));
+#else
+	__builtin_prefetch(p, 1);
+#endif
+}
+
 struct hca_inl_pool {
 	uint32_t nslots;         /* written at create */
 	uint32_t stride, max_len, pad;

@@ -512,8 +512,8 @@ static void resp_prefetch(struct resp_ctx *r)
 		return;
 	ring = recv_ring(r, &srq_idx, &ref);
 	if (ring)
-		__builtin_prefetch(hca_ring_slot(ring, atomic_load_explicit(
-			&ring->tail, memory_order_relaxed)), 1);
+		hca_prefetchw(hca_ring_slot(ring, atomic_load_explicit(
+			&ring->tail, memory_order_relaxed)));
 	if (r->m->len <= hca_inl_max()) /* larger ones go by CMA */
 		hca_inl_prefetch(r->dev, r->rcq);
 	hca_cq_prefetch(r->dev, r->rcq);
