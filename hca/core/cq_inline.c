@@ -133,6 +133,18 @@ static struct hca_inl_pool *pool_of(struct hca_dev *dev, uint32_t cq_idx)
 	return hca_seg_ptr(dev->seg, e->inl_off);
 }
 
+/* The slot a put will try first, asked for ahead of it (hca_cq_prefetch). */
+void hca_inl_prefetch(struct hca_dev *dev, uint32_t cq_idx)
+{
+	struct hca_inl_pool *p = pool_of(dev, cq_idx);
+	uint32_t h;
+
+	if (!p || !p->nslots)
+		return;
+	h = atomic_load_explicit(&p->hint, memory_order_relaxed) % p->nslots;
+	hca_prefetchw(hca_inl_slot(p, h));
+}
+
 /*
  * Requester: the payload (src) and where it goes in the CQ owner's
  * memory (dst, with the lkey of each range) into a free slot. Returns

@@ -274,6 +274,23 @@ struct hca_inl_slot {
 	uint64_t pad1[6];        /* slot size: a cache-line multiple (the
 				  * payload follows the ranges in use) */
 };
+/*
+ * Ask for the line at p to be brought in owned, ready to be written: the
+ * post path's prefetches of lines another process wrote last (resp.c,
+ * cq.c). __builtin_prefetch(p, 1) emits a plain read prefetch unless the
+ * compiler is told the CPU has PREFETCHW (-mprfchw), and a line that
+ * arrives shared still costs a second trip at the CAS that writes it.
+ * PREFETCHW is a no-op hint on x86-64 CPUs without it.
+ */
+static inline void hca_prefetchw(const void *p)
+{
+#if defined(__x86_64__)
+	__asm__ volatile("prefetchw %0" : : "m"(*(const char *)p));
+#else
+	__builtin_prefetch(p, 1);
+#endif
+}
+
 struct hca_inl_pool {
 	uint32_t nslots;         /* written at create */
 	uint32_t stride, max_len, pad;
@@ -565,6 +582,7 @@ int hca_chan_signal(struct hca_dev *dev, uint16_t owner, uint32_t owner_gen,
 /* cq.c */
 int hca_cq_push(struct hca_dev *dev, uint32_t cq_idx, const struct hca_cqe *c,
 		bool solicited);
+void hca_cq_prefetch(struct hca_dev *dev, uint32_t cq_idx);
 int hca_cq_push_claim(struct hca_dev *dev, struct hca_claim *cl, uint32_t cq_idx,
 		      const struct hca_cqe *c, bool solicited, bool releases);
 struct hca_cq_ent *hca_cq_ent(struct hca_dev *dev, uint32_t cq_idx);
@@ -592,6 +610,7 @@ uint32_t hca_inl_max(void);
 bool hca_inl_copying(uint64_t state);
 uint64_t hca_inl_pool_bytes(uint32_t cq_cap, uint32_t *nslots, uint32_t *max_len);
 void hca_inl_pool_init(struct hca_inl_pool *p, uint32_t nslots, uint32_t max_len);
+void hca_inl_prefetch(struct hca_dev *dev, uint32_t cq_idx);
 uint16_t hca_inl_put(struct hca_dev *dev, struct hca_claim *cl, uint32_t cq_idx,
 		     const struct iovec *src, int nsrc,
 		     const struct iovec *dst, const uint32_t *lkeys, int ndst,

@@ -418,6 +418,9 @@ static bool exec_head_fenced(struct hca_qp *qp)
 	enum ibv_wc_status st;
 	struct hca_msg m;
 
+	/* our send completion's lines, asked for ahead (hca_cq_prefetch) */
+	if (qp->sq_sig_all || (w->wr.send_flags & IBV_SEND_SIGNALED))
+		hca_cq_prefetch(qp->dev, qp->scq->idx);
 	st = build_msg(qp, w, &m, iov);
 	if (st) {
 		hca_req_fail_head(qp, w, st);
