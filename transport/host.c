@@ -24,132 +24,12 @@
 
 #include "sib_int.h"
 
-#define UD_QKEY 0x51b0b0u
-#define UD_BUF 512
-#define UD_NRECV 64
-#define UD_NSEND 64
 #define HS_RETRY_MS 200
 #define HOST_WINDOW 256        /* WRs in flight per send QP */
 #define PING_MS 300
 
 static const int mask_init = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
 			     IBV_QP_ACCESS_FLAGS;
-
-/* ---------------- the UD QP and its address handles ---------------- */
-
-struct sib_ah {
-	sib_link_t link;
-	uint8_t gid[16];
-	uint16_t lid;
-	struct ibv_ah *ah;
-};
-
-static void ud_post_recv(sib_worker_t *w, uint32_t i)
-{
-	struct ibv_sge sge = { .addr = (uintptr_t)w->ubuf + (size_t)i * UD_BUF,
-			       .length = UD_BUF, .lkey = w->umr->lkey };
-	struct ibv_recv_wr wr = { .wr_id = i, .sg_list = &sge, .num_sge = 1 }, *bad;
-
-	if (ibv_post_recv(w->ud, &wr, &bad))
-		sib_log("UD receive post failed");
-}
-
-int sib_ud_setup(sib_worker_t *w)
-{
-	struct ibv_qp_init_attr ia = {
-		.send_cq = w->ucq, .recv_cq = w->ucq, .qp_type = IBV_QPT_UD,
-		.cap = { .max_send_wr = UD_NSEND, .max_recv_wr = UD_NRECV,
-			 .max_send_sge = 1, .max_recv_sge = 1 },
-	};
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
-				 .qkey = UD_QKEY };
-	size_t len = (size_t)(UD_NRECV + UD_NSEND) * UD_BUF;
-
-	w->ubuf = calloc(1, len);
-	if (!w->ubuf)
-		return -1;
-	w->umr = ibv_reg_mr(w->pd, w->ubuf, len, IBV_ACCESS_LOCAL_WRITE);
-	w->ud = w->umr ? ibv_create_qp(w->pd, &ia) : NULL;
-	if (!w->ud || ibv_modify_qp(w->ud, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-				    IBV_QP_PORT | IBV_QP_QKEY))
-		return -1;
-	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTR };
-	if (ibv_modify_qp(w->ud, &a, IBV_QP_STATE))
-		return -1;
-	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTS, .sq_psn = 1 };
-	if (ibv_modify_qp(w->ud, &a, IBV_QP_STATE | IBV_QP_SQ_PSN))
-		return -1;
-	for (uint32_t i = 0; i < UD_NRECV; i++)
-		ud_post_recv(w, i);
-	return 0;
-}
-
-/* The path to a port: a GID that is not ours goes global (the UDP link). */
-static void av_fill(sib_worker_t *w, struct ibv_ah_attr *av,
-		    const uint8_t gid[16], uint16_t lid)
-{
-	memset(av, 0, sizeof(*av));
-	av->dlid = lid;
-	av->port_num = 1;
-	if (memcmp(gid, w->gid.raw, 16)) {
-		av->is_global = 1;
-		memcpy(av->grh.dgid.raw, gid, 16);
-		av->grh.sgid_index = 0;
-		av->grh.hop_limit = 64;
-	}
-}
-
-static struct ibv_ah *ud_ah(sib_worker_t *w, const uint8_t gid[16], uint16_t lid)
-{
-	struct ibv_ah_attr av;
-	struct sib_ah *a;
-
-	for (sib_link_t *e = w->ahs.next; e != &w->ahs; e = e->next) {
-		a = SIB_CONTAINER(e, struct sib_ah, link);
-		if (a->lid == lid && !memcmp(a->gid, gid, 16))
-			return a->ah;
-	}
-	a = calloc(1, sizeof(*a));
-	if (!a)
-		return NULL;
-	av_fill(w, &av, gid, lid);
-	a->ah = ibv_create_ah(w->pd, &av);
-	if (!a->ah) {
-		free(a);
-		return NULL;
-	}
-	memcpy(a->gid, gid, 16);
-	a->lid = lid;
-	sib_list_add_tail(&w->ahs, &a->link);
-	return a->ah;
-}
-
-static int ud_send(sib_worker_t *w, const uint8_t gid[16], uint16_t lid,
-		   uint32_t qpn, struct sib_hs *m)
-{
-	uint32_t i = UD_NRECV + (w->ud_send_next++ % UD_NSEND);
-	uint8_t *p = w->ubuf + (size_t)i * UD_BUF;
-	struct ibv_ah *ah = ud_ah(w, gid, lid);
-	struct ibv_sge sge = { .addr = (uintptr_t)p, .length = sizeof(*m),
-			       .lkey = w->umr->lkey };
-	struct ibv_send_wr wr = { .wr_id = UINT64_MAX, .sg_list = &sge,
-				  .num_sge = 1, .opcode = IBV_WR_SEND,
-				  .send_flags = IBV_SEND_SIGNALED }, *bad;
-
-	if (!ah)
-		return -1;
-	m->magic = SIB_HS_MAGIC;
-	m->from_id = w->id;
-	m->from_host = w->ctx->host_key;
-	m->ud_qpn = w->ud->qp_num;
-	m->lid = w->port.lid;
-	memcpy(m->gid, w->gid.raw, 16);
-	memcpy(p, m, sizeof(*m));
-	wr.wr.ud.ah = ah;
-	wr.wr.ud.remote_qpn = qpn;
-	wr.wr.ud.remote_qkey = UD_QKEY;
-	return ibv_post_send(w->ud, &wr, &bad);
-}
 
 /* ---------------- send QPs ---------------- */
 
@@ -226,7 +106,7 @@ static int send_qp_connect(sib_worker_t *w, struct ibv_qp *qp, uint32_t dqpn,
 				 .path_mtu = w->port.active_mtu,
 				 .dest_qp_num = dqpn, .rq_psn = psn };
 
-	av_fill(w, &a.ah_attr, gid, lid);
+	sib_av_fill(w, &a.ah_attr, gid, lid);
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
 			  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN))
 		return -1;
@@ -265,7 +145,7 @@ static struct ibv_qp *recv_qp_create(sib_worker_t *w, uint32_t sqpn,
 				  .dest_qp_num = sqpn, .rq_psn = psn,
 				  .max_dest_rd_atomic = (uint8_t)sib_rd_atomic(w),
 				  .min_rnr_timer = 1 };
-	av_fill(w, &a.ah_attr, gid, lid);
+	sib_av_fill(w, &a.ah_attr, gid, lid);
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
 			  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
 			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
@@ -295,7 +175,8 @@ static void hs_request(sib_worker_t *w, struct sib_host *h)
 	h->hs_tries++;
 	h->hs_next_ms = sib_now_ms() + HS_RETRY_MS;
 	w->c.handshakes++;
-	ud_send(w, h->hs_ep->addr.gid, h->hs_ep->addr.lid, h->hs_ep->addr.ud_qpn, &m);
+	sib_ud_send(w, h->hs_ep->addr.gid, h->hs_ep->addr.lid,
+		    h->hs_ep->addr.ud_qpn, &m);
 }
 
 /* Pick the partner of a handshake: the receiver of the oldest request. */
@@ -651,7 +532,7 @@ static void hs_on_req(sib_worker_t *w, const struct sib_hs *m)
 		sib_list_add_tail(&w->tqps, &t->link);
 	}
 	rep.recv_qpn = t->recv_qpn;
-	ud_send(w, m->gid, m->lid, m->ud_qpn, &rep);
+	sib_ud_send(w, m->gid, m->lid, m->ud_qpn, &rep);
 }
 
 static void hs_on_rep(sib_worker_t *w, const struct sib_hs *m)
@@ -680,7 +561,7 @@ void sib_ud_rx(sib_worker_t *w, struct ibv_wc *wc)
 
 	if (wc->wr_id == UINT64_MAX)   /* a send of ours */
 		return;
-	p = w->ubuf + wc->wr_id * UD_BUF;
+	p = sib_ud_buf(w, wc->wr_id);
 	if (wc->status == IBV_WC_SUCCESS && wc->byte_len >= sizeof(m) + 40) {
 		memcpy(&m, p + 40, sizeof(m));   /* after the GRH room */
 		if (m.magic == SIB_HS_MAGIC && m.to_id == w->id) {
@@ -691,7 +572,7 @@ void sib_ud_rx(sib_worker_t *w, struct ibv_wc *wc)
 			else if (m.type == SIB_HS_PING) {
 				struct sib_hs pong = { .type = SIB_HS_PONG,
 						       .to_id = m.from_id };
-				ud_send(w, m.gid, m.lid, m.ud_qpn, &pong);
+				sib_ud_send(w, m.gid, m.lid, m.ud_qpn, &pong);
 			} else if (m.type == SIB_HS_PONG) {
 				struct sib_ep *ep = sib_ep_find(w, m.from_id);
 
@@ -700,7 +581,7 @@ void sib_ud_rx(sib_worker_t *w, struct ibv_wc *wc)
 			}
 		}
 	}
-	ud_post_recv(w, (uint32_t)wc->wr_id);
+	sib_ud_post_recv(w, (uint32_t)wc->wr_id);
 }
 
 /* ---------------- timers: handshake retries, liveness ---------------- */
@@ -759,7 +640,7 @@ static void liveness(sib_worker_t *w, struct sib_ep *ep, uint64_t now)
 		return;
 	}
 	ping.to_id = ep->id;
-	ud_send(w, ep->addr.gid, ep->addr.lid, ep->addr.ud_qpn, &ping);
+	sib_ud_send(w, ep->addr.gid, ep->addr.lid, ep->addr.ud_qpn, &ping);
 }
 
 /*
@@ -829,13 +710,7 @@ void sib_hosts_destroy(sib_worker_t *w)
 		sib_list_del(&t->link);
 		free(t);
 	}
-	while (!sib_list_empty(&w->ahs)) {
-		struct sib_ah *a = SIB_CONTAINER(w->ahs.next, struct sib_ah, link);
-
-		ibv_destroy_ah(a->ah);
-		sib_list_del(&a->link);
-		free(a);
-	}
+	sib_ud_ahs_destroy(w);
 }
 
 /* How much the device inlines: a send QP made and dropped at setup. */

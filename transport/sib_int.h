@@ -435,6 +435,14 @@ SIB_LOCAL void sib_ud_rx(sib_worker_t *w, struct ibv_wc *wc);
 SIB_LOCAL void sib_hosts_timer(sib_worker_t *w, uint64_t now);
 SIB_LOCAL void sib_hosts_destroy(sib_worker_t *w);
 SIB_LOCAL int sib_ud_setup(sib_worker_t *w);
+/* ud.c */
+SIB_LOCAL void sib_ud_post_recv(sib_worker_t *w, uint32_t i);
+SIB_LOCAL uint8_t *sib_ud_buf(sib_worker_t *w, uint64_t i);
+SIB_LOCAL void sib_av_fill(sib_worker_t *w, struct ibv_ah_attr *av,
+			   const uint8_t gid[16], uint16_t lid);
+SIB_LOCAL int sib_ud_send(sib_worker_t *w, const uint8_t gid[16], uint16_t lid,
+			  uint32_t qpn, struct sib_hs *m);
+SIB_LOCAL void sib_ud_ahs_destroy(sib_worker_t *w);
 SIB_LOCAL void sib_ep_fail(sib_worker_t *w, struct sib_ep *ep,
 			    const char *why);
 SIB_LOCAL int sib_tqps_count(sib_worker_t *w);
