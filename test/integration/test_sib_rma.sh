@@ -87,6 +87,7 @@ for ((i = 0; i < 600; i++)); do
 	kill -0 "$mp" 2>/dev/null || break
 	sleep 0.1
 done
+pkill -TERM -P "$mp" 2>/dev/null # timeout, which passes it to mpirun
 kill "$mp" 2>/dev/null
 wait "$mp"
 death_ok "$log" || cat "$log"
