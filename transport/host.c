@@ -341,41 +341,30 @@ static void host_ahead_done(sib_worker_t *w, struct sib_host *h,
  * timer (2 cores, many busy-polling ranks); the send goes again over a new
  * connection until it has been undeliverable for the peer timeout.
  */
-static bool send_broke_fatal(sib_worker_t *w, struct sib_host *h,
-			     struct sib_request *r, enum ibv_wc_status st,
-			     char *why, size_t len)
+static const char *send_broke_fatal(sib_worker_t *w, struct sib_host *h,
+				    struct sib_request *r, enum ibv_wc_status st)
 {
-	uint64_t now = sib_now_ms();
+	uint64_t now;
 
-	snprintf(why, len, "a send ended %s 4 times", ibv_wc_status_str(st));
-	if (st == IBV_WC_REM_INV_REQ_ERR) {
-		snprintf(why, len, "a send ended %s: its receive queue is gone",
-			 ibv_wc_status_str(st));
-		return true;
-	}
+	if (st == IBV_WC_REM_INV_REQ_ERR)
+		return "its receive queue is gone";
 	if (h->local) {
-		if (pid_dead(r->ep)) {
-			snprintf(why, len, "a send ended %s: its process is gone",
-				 ibv_wc_status_str(st));
-			return true;
-		}
-		return ++r->resends > 3;
+		if (pid_dead(r->ep))
+			return "its process is gone";
+		return ++r->resends > 3 ? "4 times, its process alive" : NULL;
 	}
+	now = sib_now_ms();
 	r->resends++;
 	if (!r->broken_ms)
 		r->broken_ms = now;
-	if (now - r->broken_ms < w->peer_timeout_ms)
-		return false;
-	snprintf(why, len, "a send undeliverable for %u ms (%d tries, last %s)",
-		 w->peer_timeout_ms, r->resends, ibv_wc_status_str(st));
-	return true;
+	return now - r->broken_ms < w->peer_timeout_ms ? NULL :
+	       "undeliverable for the peer timeout";
 }
 
 void sib_host_send_done(sib_worker_t *w, struct ibv_wc *wc)
 {
 	struct sib_request *r = (struct sib_request *)(uintptr_t)wc->wr_id;
 	struct sib_host *h = r->ep->host;
-	bool dead;
 
 	host_ahead_done(w, h, r);
 	sib_list_del(&r->qlink);
@@ -393,16 +382,18 @@ void sib_host_send_done(sib_worker_t *w, struct ibv_wc *wc)
 		 * must not go twice (rma.c completed it): the QP is recovered
 		 * below */
 	} else if (wc->status != IBV_WC_WR_FLUSH_ERR) {
-		char why[128];
+		const char *fatal = send_broke_fatal(w, h, r, wc->status);
 
-		dead = send_broke_fatal(w, h, r, wc->status, why, sizeof(why));
 		if (getenv("SIB_DEBUG"))
 			sib_log("send to %u: %s, %s", r->ep->id,
 				ibv_wc_status_str(wc->status),
-				dead ? "peer failed" : "sent again");
-		if (dead) {
+				fatal ? "peer failed" : "sent again");
+		if (fatal) {
 			struct sib_ep *ep = r->ep;   /* r may be freed below */
+			char why[128];
 
+			snprintf(why, sizeof(why), "a send ended %s (%d tries): %s",
+				 ibv_wc_status_str(wc->status), r->resends, fatal);
 			sib_send_finished(w, r, SIB_ERR_PEER_FAILED);
 			sib_ep_fail(w, ep, why);
 		} else {
