@@ -79,12 +79,25 @@ static bool req_done(sib_request_t *r)
 	return atomic_load_explicit(&r->done, memory_order_acquire);
 }
 
+/* A wait or test on a send already complete (copied, maybe batched) is
+ * also the application saying it waits: open batches go (batch.c). */
+static void batches_go(sib_worker_t *w)
+{
+	if (w->nbatch) {   /* racy peek; the lock makes it exact */
+		sib_lock(w);
+		sib_batches_close(w);
+		sib_unlock(w);
+	}
+}
+
 SIB_API sib_status_t sib_request_test(sib_request_t *r, struct sib_tag_status *st)
 {
 	if (!r)
 		return SIB_ERR_INVALID_PARAM;
 	if (!req_done(r))
 		sib_worker_progress(r->w);
+	else
+		batches_go(r->w);
 	if (!req_done(r))
 		return SIB_INPROGRESS;
 	if (st)
@@ -108,6 +121,8 @@ SIB_API sib_status_t sib_request_wait(sib_request_t *r, struct sib_tag_status *s
 
 	if (!r || r->freed)
 		return SIB_ERR_INVALID_PARAM;
+	if (req_done(r))
+		batches_go(r->w);
 	while (!req_done(r)) {
 		if (sib_worker_progress(r->w) > 0 || req_done(r)) {
 			idle = 0;
