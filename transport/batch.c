@@ -16,9 +16,9 @@
  * slot, and the ones after it join, until it holds SIB_BATCH_MAX bytes
  * (then it goes and the next opens another). An open batch goes (is
  * submitted to its host, in its endpoint's order) at:
- *   - the next progress call (sib_progress_locked), which every wait,
- *     test, receive post and probe makes, and a wait or test on a send
- *     already complete;
+ *   - the next progress call (sib_progress_locked), which every wait and
+ *     probe makes, and a test of a request not yet complete; also a wait
+ *     on a send already complete (the application waits for something);
  *   - any other send to the endpoint (AM, rendezvous, a long message),
  *     before it: the endpoint's order is the wire's;
  *   - a flush of the endpoint, its failure, the worker's destruction.

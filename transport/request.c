@@ -79,8 +79,9 @@ static bool req_done(sib_request_t *r)
 	return atomic_load_explicit(&r->done, memory_order_acquire);
 }
 
-/* A wait or test on a send already complete (copied, maybe batched) is
- * also the application saying it waits: open batches go (batch.c). */
+/* A wait on a send already complete (copied, maybe batched) is the
+ * application saying it waits: open batches go (batch.c). A test is not
+ * (a loop of send-and-test would send every message alone). */
 static void batches_go(sib_worker_t *w)
 {
 	if (w->nbatch) {   /* racy peek; the lock makes it exact */
@@ -96,8 +97,6 @@ SIB_API sib_status_t sib_request_test(sib_request_t *r, struct sib_tag_status *s
 		return SIB_ERR_INVALID_PARAM;
 	if (!req_done(r))
 		sib_worker_progress(r->w);
-	else
-		batches_go(r->w);
 	if (!req_done(r))
 		return SIB_INPROGRESS;
 	if (st)
