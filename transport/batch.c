@@ -71,9 +71,41 @@ static struct sib_request *batch_open(sib_worker_t *w, struct sib_ep *ep)
 	r->is_batch = true;
 	r->freed = true;          /* nobody holds it: released at completion */
 	r->wire_len = SIB_HDR;    /* the header is written at close */
+	r->len = batch_cap(w, ep);   /* a send's len is free: the cap */
 	ep->batch = r;
 	sib_list_add_tail(&w->batch_eps, &ep->blink);
 	w->nbatch++;
+	return r;
+}
+
+/*
+ * The request of a batched message: only what test, wait, free, cancel
+ * and completion read is set (the per-message cost is the point here;
+ * sib_req_new clears ~270 bytes). It is in no list, has no slot or data
+ * of its own, and goes back to the cache at sib_request_free (complete)
+ * or at its batch's completion (callback, freed before).
+ */
+static struct sib_request *batched_req(sib_worker_t *w, struct sib_ep *ep,
+				       const struct sib_op_params *op)
+{
+	struct sib_request *r = sib_req_take(w);
+
+	if (!r)
+		return NULL;
+	r->kind = SIB_REQ_SEND;
+	r->w = w;
+	r->ep = ep;
+	atomic_store_explicit(&r->done, false, memory_order_relaxed);
+	r->freed = r->early = r->posted = r->is_batch = false;
+	r->next_free = NULL;
+	r->st = (struct sib_tag_status){ 0 };
+	r->send_cb = op ? op->send_cb : NULL;
+	r->recv_cb = NULL;
+	r->cb_arg = op ? op->cb_arg : NULL;
+	r->slot = -1;
+	r->data = NULL;
+	r->rndv = NULL;
+	r->rdma = NULL;
 	return r;
 }
 
@@ -89,7 +121,7 @@ sib_status_t sib_batch_add(struct sib_ep *ep, const struct sib_hdr *h,
 
 	if (len > SIB_BATCH_ITEM_MAX || !w->ctx->batch_max || ep->failed)
 		return SIB_INPROGRESS;
-	if (b && b->wire_len + need > batch_cap(w, ep)) {
+	if (b && b->wire_len + need > b->len) {
 		sib_batch_close(w, ep);
 		b = NULL;
 	}
@@ -102,7 +134,7 @@ sib_status_t sib_batch_add(struct sib_ep *ep, const struct sib_hdr *h,
 		if (SIB_HDR + need > batch_cap(w, ep) || !(b = batch_open(w, ep)))
 			return SIB_INPROGRESS;
 	}
-	r = sib_req_new(w, SIB_REQ_SEND, op);
+	r = batched_req(w, ep, op);
 	if (!r)
 		return SIB_ERR_NO_MEMORY;
 	it.len = (uint32_t)len | (uint32_t)(len <= w->short_lim ? SIB_PROTO_SHORT :
@@ -118,7 +150,6 @@ sib_status_t sib_batch_add(struct sib_ep *ep, const struct sib_hdr *h,
 	w->c.tx_batched++;
 	w->c.tx_msgs[it.len >> 24]++;
 	w->c.tx_bytes[it.len >> 24] += len;
-	r->ep = ep;
 	r->st.length = len;
 	if (r->send_cb) {         /* completes with the batch */
 		r->next_free = b->members;

@@ -14,17 +14,27 @@
  * malloc and free per message. Under the worker lock, as every caller. */
 #define REQ_CACHE 1024
 
-struct sib_request *sib_req_new(sib_worker_t *w, enum sib_req_kind k,
-				const struct sib_op_params *op)
+/* A request from the cache (or malloc), its fields as they were. */
+struct sib_request *sib_req_take(sib_worker_t *w)
 {
 	struct sib_request *r = w->req_cache;
 
 	if (r) {
 		w->req_cache = r->next_free;
 		w->nreq_cache--;
-	} else if (!(r = malloc(sizeof(*r)))) {
-		return NULL;
+	} else {
+		r = malloc(sizeof(*r));
 	}
+	return r;
+}
+
+struct sib_request *sib_req_new(sib_worker_t *w, enum sib_req_kind k,
+				const struct sib_op_params *op)
+{
+	struct sib_request *r = sib_req_take(w);
+
+	if (!r)
+		return NULL;
 	memset(r, 0, offsetof(struct sib_request, inl));
 	r->kind = k;
 	r->w = w;
