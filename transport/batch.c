@@ -184,6 +184,21 @@ void sib_batch_close(sib_worker_t *w, struct sib_ep *ep)
 	sib_host_submit(w, ep->host, b);
 }
 
+/* The open batch of ep never goes: its endpoint failed, or the worker
+ * goes; its messages end with st (callbacks run). */
+void sib_batch_drop(sib_worker_t *w, struct sib_ep *ep, sib_status_t st)
+{
+	struct sib_request *b = ep->batch;
+
+	if (!b)
+		return;
+	ep->batch = NULL;
+	sib_list_del(&ep->blink);
+	w->nbatch--;
+	ep->tx_issued++;          /* sib_send_finished counts it done */
+	sib_send_finished(w, b, st);
+}
+
 void sib_batches_close(sib_worker_t *w)
 {
 	while (!sib_list_empty(&w->batch_eps))

@@ -532,6 +532,8 @@ SIB_LOCAL sib_status_t sib_batch_add(struct sib_ep *ep, const struct sib_hdr *h,
 				     sib_request_t **out);
 SIB_LOCAL void sib_batch_close(sib_worker_t *w, struct sib_ep *ep);
 SIB_LOCAL void sib_batches_close(sib_worker_t *w);
+SIB_LOCAL void sib_batch_drop(sib_worker_t *w, struct sib_ep *ep,
+			      sib_status_t st);
 SIB_LOCAL void sib_batch_finished(sib_worker_t *w, struct sib_request *r,
 				  sib_status_t st);
 SIB_LOCAL void sib_batch_rx(sib_worker_t *w, struct sib_ep *src,

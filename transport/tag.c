@@ -200,12 +200,13 @@ void sib_ep_fail(sib_worker_t *w, struct sib_ep *ep, const char *why)
 	struct sib_mq_recv *mr;
 	sib_link_t *lists[2], *e, *n;
 	unsigned failed = 0;
-	bool waited = ep->tx_issued != ep->tx_done || ep->rndv_wait;
+	bool waited = ep->tx_issued != ep->tx_done || ep->rndv_wait || ep->batch;
 
 	if (ep->failed)
 		return;
-	sib_batch_close(w, ep);   /* its messages fail with the rest */
 	ep->failed = true;
+	/* its messages fail with the rest (submitting it would connect) */
+	sib_batch_drop(w, ep, SIB_ERR_PEER_FAILED);
 	if (ep->host) {
 		lists[0] = &ep->host->pending;
 		lists[1] = &ep->host->retry;
@@ -685,17 +686,9 @@ void sib_requests_destroy(sib_worker_t *w)
 {
 	sib_link_t *e;
 
-	while (!sib_list_empty(&w->batch_eps)) {   /* never submitted */
-		struct sib_ep *ep = SIB_CONTAINER(w->batch_eps.next,
-						  struct sib_ep, blink);
-		struct sib_request *b = ep->batch;
-
-		ep->batch = NULL;
-		sib_list_del(&ep->blink);
-		w->nbatch--;
-		ep->tx_issued++;
-		sib_send_finished(w, b, SIB_ERR_CANCELED);
-	}
+	while (!sib_list_empty(&w->batch_eps))   /* never submitted */
+		sib_batch_drop(w, SIB_CONTAINER(w->batch_eps.next, struct sib_ep,
+						blink), SIB_ERR_CANCELED);
 
 	for (e = w->hosts.next; e != &w->hosts; e = e->next) {
 		struct sib_host *h = SIB_CONTAINER(e, struct sib_host, link);
