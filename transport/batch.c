@@ -96,7 +96,8 @@ static struct sib_request *batched_req(sib_worker_t *w, struct sib_ep *ep,
 	r->w = w;
 	r->ep = ep;
 	atomic_store_explicit(&r->done, false, memory_order_relaxed);
-	r->freed = r->early = r->posted = r->is_batch = false;
+	r->freed = r->wild = r->early = r->posted = r->is_batch = false;
+	r->unsig_ok = r->unsig = false;
 	r->next_free = NULL;
 	r->st = (struct sib_tag_status){ 0 };
 	r->send_cb = op ? op->send_cb : NULL;

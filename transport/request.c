@@ -48,6 +48,48 @@ struct sib_request *sib_req_new(sib_worker_t *w, enum sib_req_kind k,
 	return r;
 }
 
+/*
+ * A receive request: every field a receive, its matching, its rendezvous
+ * reading (rndv_rx.c), test, wait, cancel and free read, set one by one;
+ * the send-only ones (proto, cls, wire_len, flush_target, resends,
+ * broken_ms) are left as they were. Two of these per message at a
+ * message-rate test (post, then the match): sib_req_new's memset of
+ * ~270 bytes was the largest single cost of a receive (callgrind,
+ * docs/transport.md "Batching").
+ */
+struct sib_request *sib_req_new_recv(sib_worker_t *w,
+				     const struct sib_op_params *op)
+{
+	struct sib_request *r = sib_req_take(w);
+
+	if (!r)
+		return NULL;
+	r->kind = SIB_REQ_RECV;
+	r->w = w;
+	r->ep = NULL;
+	atomic_store_explicit(&r->done, false, memory_order_relaxed);
+	r->freed = r->wild = r->early = r->posted = false;
+	r->unsig_ok = r->unsig = r->is_batch = false;
+	r->next_free = NULL;
+	r->st = (struct sib_tag_status){ 0 };
+	r->send_cb = op ? op->send_cb : NULL;
+	r->recv_cb = op ? op->recv_cb : NULL;
+	r->cb_arg = op ? op->cb_arg : NULL;
+	sib_list_init(&r->qlink);
+	r->mrecv = (struct sib_mq_recv){ 0 };
+	r->buf = NULL;
+	r->len = 0;
+	r->slot = -1;
+	r->data = NULL;
+	r->nitems = 0;
+	r->members = NULL;
+	r->rdma = NULL;
+	r->rndv = NULL;
+	r->iov = NULL;
+	r->niov = 0;
+	return r;
+}
+
 void sib_req_put(sib_worker_t *w, struct sib_request *r)
 {
 	if (w->nreq_cache >= REQ_CACHE) {

@@ -514,6 +514,8 @@ SIB_LOCAL void sib_requests_destroy(sib_worker_t *w);
 SIB_LOCAL struct sib_request *sib_req_new(sib_worker_t *w, enum sib_req_kind k,
 					  const struct sib_op_params *op);
 SIB_LOCAL struct sib_request *sib_req_take(sib_worker_t *w);
+SIB_LOCAL struct sib_request *sib_req_new_recv(sib_worker_t *w,
+					       const struct sib_op_params *op);
 SIB_LOCAL void sib_req_put(sib_worker_t *w, struct sib_request *r);
 SIB_LOCAL void sib_req_cache_fini(sib_worker_t *w);
 SIB_LOCAL sib_status_t sib_send_start(struct sib_ep *ep, struct sib_hdr *h,

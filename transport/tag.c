@@ -453,7 +453,7 @@ static int iov_set(struct sib_request *r, const void *buf, size_t n)
 static sib_status_t recv_req_new(sib_worker_t *w, void *buf, size_t len,
 				 const struct sib_op_params *op, struct sib_request **rp)
 {
-	struct sib_request *r = sib_req_new(w, SIB_REQ_RECV, op);
+	struct sib_request *r = sib_req_new_recv(w, op);
 
 	if (!r)
 		return SIB_ERR_NO_MEMORY;
