@@ -136,9 +136,13 @@ static bool req_done(sib_request_t *r)
  * (a loop of send-and-test would send every message alone). */
 static void batches_go(sib_worker_t *w)
 {
-	if (w->nbatch) {   /* racy peek; the lock makes it exact */
+	/* single thread: only this thread (never the connection thread)
+	 * opens or closes batches, so the peek is exact; SIB_THREAD_MULTI
+	 * reads it under the lock */
+	if (w->mt || w->nbatch) {
 		sib_lock(w);
-		sib_batches_close(w);
+		if (w->nbatch)
+			sib_batches_close(w);
 		sib_unlock(w);
 	}
 }
