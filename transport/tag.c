@@ -359,7 +359,10 @@ SIB_API sib_status_t sib_tag_send_nb(sib_ep_t *ep, const void *buf,
 	if (op && (op->flags & SIB_OP_IOV))
 		return sib_tag_send_iov(ep, buf, len, tag, ctx_id, op, req);
 	sib_lock(ep->w);
-	st = sib_send_start(ep, &h, buf, len, NULL, 0, op, req);
+	/* a batch open: straight into it (sib_send_start would get there) */
+	st = ep->batch ? sib_batch_add(ep, &h, buf, len, op, req) : SIB_INPROGRESS;
+	if (st == SIB_INPROGRESS)
+		st = sib_send_start(ep, &h, buf, len, NULL, 0, op, req);
 	if (!st) {
 		(*req)->st.tag = tag;
 		(*req)->st.ctx_id = ctx_id;
