@@ -69,6 +69,8 @@ static void usage(void)
 	exit(2);
 }
 
+static const char *const test_names[] = { "lat", "bw", "bibw", NULL };
+
 static void parse_opts(int argc, char **argv, struct opts *o)
 {
 	int c;
@@ -80,22 +82,10 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 	while ((c = getopt(argc, argv, "p:t:o:m:n:d:g:PMh")) != -1) {
 		switch (c) {
 		case 'p':
-			o->port = atoi(optarg);
-			if (o->port <= 0 || o->port > 65535)
-				bench_die("bad port '%s'", optarg);
+			o->port = (int)bench_parse_in(optarg, 1, 65535, 'p');
 			break;
 		case 't':
-			if (!strcmp(optarg, "lat"))
-				o->tests = T_LAT;
-			else if (!strcmp(optarg, "bw"))
-				o->tests = T_BW;
-			else if (!strcmp(optarg, "bibw"))
-				o->tests = T_BIBW;
-			else if (!strcmp(optarg, "all"))
-				o->tests = T_LAT | T_BW | T_BIBW;
-			else
-				bench_die("bad test '%s' (lat, bw, bibw, all)",
-					  optarg);
+			o->tests = bench_parse_tests(optarg, test_names);
 			break;
 		case 'o':
 			if (!strcmp(optarg, "send"))
@@ -130,9 +120,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			o->median = true;
 			break;
 		case 'g':
-			o->gidx = atoi(optarg);
-			if (o->gidx < 0 || o->gidx > 255)
-				bench_die("bad GID index '%s'", optarg);
+			o->gidx = (int)bench_parse_in(optarg, 0, 255, 'g');
 			break;
 		default:
 			usage();
