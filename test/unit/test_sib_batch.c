@@ -9,11 +9,14 @@
  *   - a batch closes before a larger message, an active message and a
  *     flush to the same endpoint (non-overtaking);
  *   - send callbacks run once each, when their batch is delivered;
+ *   - a sender that stays away from libsib after a burst: its connection
+ *     thread sends the open batch;
  *   - SIB_BATCH_MAX=0 turns it off.
  * Needs SOFTIB_SEG_TAG of its own when run beside other tests.
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cu_run.h"
 #include "transport/sib.h"   /* installed as build/include/sib.h */
@@ -354,6 +357,32 @@ static void test_destroy_open(void)
 	CU_ASSERT_EQUAL(sib_context_destroy(c), SIB_OK);
 }
 
+/* A burst whose sender then stays away from libsib: the worker's
+ * connection thread sends the open batch within a few of its looks
+ * (async.c), the receiver gets every message. */
+static void test_away(void)
+{
+	struct sib_worker_attr a0 = attr(), a1;
+	uint64_t v;
+	int tries;
+
+	for (v = 0; v < 3; v++)
+		send_free(&v, sizeof(v), 9, 9);
+	/* (not asserted open here: a preempted test may already see the
+	 * thread's work) */
+	a1 = attr();
+	for (tries = 0; tries < 50 && a1.tx_batches == a0.tx_batches; tries++) {
+		usleep(100 * 1000);
+		a1 = attr();
+	}
+	CU_ASSERT_EQUAL(a1.tx_batches, a0.tx_batches + 1);
+	for (uint64_t i = 0; i < 3; i++) {
+		CU_ASSERT_EQUAL(recv_wait(&v, sizeof(v), SIB_ANY_SOURCE, 9, ~0ull, 9,
+					  NULL), SIB_OK);
+		CU_ASSERT_EQUAL(v, i);
+	}
+}
+
 static int add_suites(void)
 {
 	CU_pSuite s = CU_add_suite("sib_batch", setup, teardown);
@@ -363,7 +392,8 @@ static int add_suites(void)
 	    !CU_add_test(s, "a burst into posted receives", test_burst_posted) ||
 	    !CU_add_test(s, "truncation, probe, mprobe", test_truncate_probe) ||
 	    !CU_add_test(s, "order with long and AM sends", test_order_mixed) ||
-	    !CU_add_test(s, "callbacks and flush", test_callbacks_flush))
+	    !CU_add_test(s, "callbacks and flush", test_callbacks_flush) ||
+	    !CU_add_test(s, "the sender away: the thread sends", test_away))
 		return -1;
 	s = CU_add_suite("sib_batch_workers", NULL, NULL);
 	if (!s || !CU_add_test(s, "SIB_BATCH_MAX=0", test_key_off) ||
