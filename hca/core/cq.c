@@ -45,7 +45,8 @@ static uint32_t cq_cap_for(int cqe)
 static int cq_publish(struct hca_dev *dev, struct hca_cq *cq, uint32_t cap)
 {
 	struct hca_seg *seg = dev->seg;
-	uint64_t bytes = hca_ring_bytes(cap, sizeof(struct hca_cqe));
+	uint32_t body = hca_emb_body(cap);
+	uint64_t bytes = hca_ring_bytes(cap, body);
 	uint64_t off, inl_bytes, inl_off = 0;
 	uint32_t idx, nslots, max_len;
 
@@ -64,7 +65,9 @@ static int cq_publish(struct hca_dev *dev, struct hca_cq *cq, uint32_t cap)
 	off = hca_dev_heap_alloc(dev, bytes);
 	if (!off)
 		return ENOMEM;
-	hca_ring_init(hca_seg_ptr(seg, off), cap, sizeof(struct hca_cqe));
+	if (body > sizeof(struct hca_cqe)) /* no stale state word says READY */
+		memset(hca_seg_ptr(seg, off), 0, bytes);
+	hca_ring_init(hca_seg_ptr(seg, off), cap, body);
 	e->ring_off = off; /* from here a death leaves it to the reclaim */
 	/* the inline pool is an accelerator: without room for it the CQ
 	 * still works, its payloads all going by CMA. Pools never take the
@@ -78,11 +81,13 @@ static int cq_publish(struct hca_dev *dev, struct hca_cq *cq, uint32_t cap)
 	e->inl_bytes = inl_off ? inl_bytes : 0;
 	e->inl_off = inl_off;
 	atomic_store(&e->ev_pending, 0);
-	if (inl_off) {
+	if (inl_off)
 		atomic_fetch_add(&dev->inl_cqs, 1);
-		if (idx + 1 > atomic_load(&dev->inl_cq_hi))
-			atomic_store(&dev->inl_cq_hi, idx + 1);
-	}
+	if (body > sizeof(struct hca_cqe))
+		atomic_fetch_add(&dev->emb_cqs, 1);
+	if ((inl_off || body > sizeof(struct hca_cqe)) &&
+	    idx + 1 > atomic_load(&dev->inl_cq_hi))
+		atomic_store(&dev->inl_cq_hi, idx + 1);
 	e->chan = cq->chan ? cq->chan->id : 0;
 	e->stamp = !!(cq->flags & HCA_CQ_TIMESTAMPS);
 	atomic_store(&e->armed, 0);
@@ -109,6 +114,8 @@ static void cq_unpublish(struct hca_dev *dev, struct hca_cq *cq)
 	hca_cq_tab_set(dev, cq->idx, NULL);
 	if (cq->ent->inl_off)
 		atomic_fetch_sub(&dev->inl_cqs, 1);
+	if (cq->ring->stride - 8 > sizeof(struct hca_cqe))
+		atomic_fetch_sub(&dev->emb_cqs, 1);
 	hca_cq_ent_free(seg, cq->ent);
 	hca_seg_unlock(seg);
 }
@@ -160,6 +167,25 @@ int hca_cq_size(struct hca_cq *cq)
 	return cq->cqe;
 }
 
+/* Resize: every entry of ring `from` into `to` (of the same body size). */
+static void cq_move(struct hca_ring *from, struct hca_ring *to)
+{
+	uint32_t body = from->stride - 8;
+	uint64_t pos, npos;
+	void *src, *dst;
+
+	while ((src = hca_ring_take(from, HCA_RING_ANON, &pos))) {
+		dst = hca_ring_reserve(to, HCA_RING_ANON, &npos);
+		if (dst) { /* there is room: the count was checked */
+			memcpy(dst, src, body);
+			if (((struct hca_cqe *)dst)->inl == HCA_INL_EMBED)
+				hca_emb_restamp(dst, npos);
+			hca_ring_publish(to, npos);
+		}
+		hca_ring_release(from, pos);
+	}
+}
+
 /*
  * Resize: a new ring, the pending entries moved over under the poll lock
  * (which only resizes take: polls are lock-free). Producers in other
@@ -176,9 +202,9 @@ int hca_cq_resize(struct hca_cq *cq, int cqe)
 	struct hca_dev *dev = cq->ctx->dev;
 	struct hca_seg *seg = dev->seg;
 	uint32_t cap = cq_cap_for(cqe);
-	struct hca_cqe c;
 	struct hca_ring *nr;
-	uint64_t off, bytes = hca_ring_bytes(cap, sizeof(struct hca_cqe));
+	uint32_t body = cq->ring->stride - 8; /* payloads embedded stay so */
+	uint64_t off, bytes = hca_ring_bytes(cap, body);
 
 	if (cqe < 1 || cqe > HCA_MAX_CQE)
 		return EINVAL;
@@ -195,9 +221,10 @@ int hca_cq_resize(struct hca_cq *cq, int cqe)
 		return ENOMEM;
 	}
 	nr = hca_seg_ptr(seg, off);
-	hca_ring_init(nr, cap, sizeof(struct hca_cqe));
-	while (hca_ring_pop(cq->ring, &c, sizeof(c)) == 0)
-		hca_ring_push(nr, &c, sizeof(c));
+	if (body > sizeof(struct hca_cqe))
+		memset(nr, 0, bytes);
+	hca_ring_init(nr, cap, body);
+	cq_move(cq->ring, nr);
 	/* the entry names the new ring before the old goes: a death between
 	 * loses the old block rather than have it freed twice */
 	uint64_t old_off = cq->ent->ring_off;
@@ -298,11 +325,24 @@ static int push_anon(struct hca_ring *r, const struct hca_cqe *c)
 int hca_cq_push_claim(struct hca_dev *dev, struct hca_claim *cl, uint32_t cq_idx,
 		      const struct hca_cqe *c, bool solicited, bool releases)
 {
+	return hca_cq_push_body(dev, cl, cq_idx, (const struct hca_cqe_buf *)c,
+				sizeof(*c), solicited, releases);
+}
+
+/*
+ * The same, for a completion followed by len - sizeof(struct hca_cqe)
+ * bytes of what it carries (cq_embed.c: b->c.inl is HCA_INL_EMBED).
+ */
+int hca_cq_push_body(struct hca_dev *dev, struct hca_claim *cl, uint32_t cq_idx,
+		     const struct hca_cqe_buf *b, uint32_t len, bool solicited,
+		     bool releases)
+{
 	struct hca_cq_ent *e = hca_cq_ent(dev, cq_idx);
 	struct hca_claim_ring ref = { .kind = HCA_CLAIM_CQ, .idx = cq_idx };
+	const struct hca_cqe *c = &b->c;
 	uint32_t handle, armed;
 
-	struct hca_cqe stamped;
+	struct hca_cqe_buf stamped;
 	struct hca_ring *r;
 
 	if (!e || !(handle = atomic_load_explicit(&e->handle, memory_order_acquire))) {
@@ -313,17 +353,30 @@ int hca_cq_push_claim(struct hca_dev *dev, struct hca_claim *cl, uint32_t cq_idx
 	ref.handle = handle;
 	ref.off = e->ring_off;
 	r = hca_seg_ptr(dev->seg, ref.off);
+	if (len > sizeof(*c) && (!cl || len > r->stride - 8)) {
+		/* the CQ was made again with narrow slots since the sender
+		 * looked: its payload cannot go with it */
+		memcpy(&stamped.c, c, sizeof(*c));
+		stamped.c.inl = 0;
+		stamped.c.status = IBV_WC_LOC_PROT_ERR;
+		b = &stamped;
+		c = &b->c;
+		len = sizeof(*c);
+	}
 	if (e->stamp) { /* only then: a clock read per completion is not free */
-		stamped = *c;
-		stamped.ts = hca_now_ns();
-		c = &stamped;
+		if (b != &stamped)
+			memcpy(&stamped, b, len);
+		stamped.c.ts = hca_now_ns();
+		b = &stamped;
+		c = &b->c;
 	}
 	if (atomic_load_explicit(&e->overrun, memory_order_relaxed) ||
-	    (cl ? hca_claim_push(dev->seg, cl, r, &ref, c, sizeof(*c), releases)
+	    (cl ? hca_claim_push(dev->seg, cl, r, &ref, b, len, releases,
+				 c->inl == HCA_INL_EMBED ? sizeof(*c) : 0)
 		: push_anon(r, c))) {
 		if (releases)
 			hca_claim_drop(cl);
-		if (c->inl)
+		if (c->inl && c->inl != HCA_INL_EMBED)
 			hca_inl_drop(dev, cq_idx, c->inl);
 		if (!atomic_exchange(&e->overrun, 1))
 			hca_raise_cq_event(dev, cq_idx, IBV_EVENT_CQ_ERR);
@@ -368,6 +421,8 @@ void hca_cq_prefetch(struct hca_dev *dev, uint32_t cq_idx)
 	hca_prefetchw(&r->head);
 	pos = atomic_load_explicit(&r->head, memory_order_relaxed);
 	hca_prefetchw(hca_ring_slot(r, pos));
+	if (r->stride > 64) /* the line a payload embedded in it goes to */
+		hca_prefetchw((char *)hca_ring_slot(r, pos) + 64);
 }
 
 /* A completion of our own QP into our own CQ (send completions, flushes). */
@@ -422,6 +477,8 @@ int hca_cq_poll(struct hca_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts)
 	struct hca_dev *dev = cq->ctx->dev;
 	struct hca_ring *ring;
 	struct hca_cqe c;
+	uint64_t pos;
+	void *slot;
 	int got = 0;
 
 	if (n < 0) {
@@ -444,8 +501,15 @@ int hca_cq_poll(struct hca_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts)
 	/* no lock: threads polling at once each pop whole entries (ring.h);
 	 * resize swaps the ring under poll_lock (see hca_cq_resize) */
 	ring = atomic_load_explicit(&cq->ring, memory_order_acquire);
-	while (got < n && hca_ring_pop(ring, &c, sizeof(c)) == 0) {
-		if (c.inl) /* the payload lands before the completion is seen */
+	while (got < n && (slot = hca_ring_take(ring, HCA_RING_ANON, &pos))) {
+		memcpy(&c, slot, sizeof(c));
+		/* the payload lands before the completion is seen: from the
+		 * slot itself while we hold it (cq_embed.c), or from the
+		 * inline pool (cq_inline.c) */
+		if (c.inl == HCA_INL_EMBED)
+			hca_emb_take(dev, ring, pos, slot, &c);
+		hca_ring_release(ring, pos);
+		if (c.inl && c.inl != HCA_INL_EMBED)
 			hca_inl_take(dev, cq, &c);
 		cqe_to_wc(&c, &wc[got]);
 		if (ts)

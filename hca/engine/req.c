@@ -252,7 +252,7 @@ static enum ibv_wc_status build_msg(struct hca_qp *qp, struct hca_swqe *w,
 	const struct hca_opcode *op = hca_opcode_get(w->wr.opcode);
 	enum ibv_wc_status st;
 
-	memset(m, 0, sizeof(*m));
+	memset(m, 0, HCA_MSG_CLEAR);
 	st = hca_req_local_iov(qp, w, iov, &m->iovcnt);
 	if (st)
 		return st;
@@ -401,8 +401,8 @@ static const enum ibv_wc_status nak_status[] = {
 static void push_deferred(struct hca_qp *qp, struct hca_msg *m)
 {
 	if (m->deferred) {
-		hca_cq_push_claim(qp->dev, m->claim, m->deferred_cq, &m->deferred_cqe,
-				  m->solicited, true);
+		hca_cq_push_body(qp->dev, m->claim, m->deferred_cq, &m->deferred_cqe,
+				 m->deferred_len, m->solicited, true);
 		hca_claim_put(qp->dev, m->claim);
 		m->claim = NULL;
 		m->deferred = false;
