@@ -120,6 +120,23 @@ static void cq_unpublish(struct hca_dev *dev, struct hca_cq *cq)
 	hca_seg_unlock(seg);
 }
 
+/* The private ring of our send queues' completions (hca_cq_push_sq). */
+static struct hca_ring *sq_ring_new(uint32_t cap)
+{
+	struct hca_ring *r = aligned_alloc(64, hca_ring_bytes(cap, sizeof(struct hca_cqe)));
+
+	if (r)
+		hca_ring_init(r, cap, sizeof(struct hca_cqe));
+	return r;
+}
+
+/* Entries queued in both rings (a snapshot). */
+uint32_t hca_cq_count(struct hca_cq *cq)
+{
+	return hca_ring_count(atomic_load_explicit(&cq->ring, memory_order_acquire)) +
+	       hca_ring_count(atomic_load_explicit(&cq->sq_ring, memory_order_acquire));
+}
+
 struct hca_cq *hca_cq_create(struct hca_ctx *ctx, int cqe, struct hca_chan *chan,
 			     int flags, void *user)
 {
@@ -134,12 +151,19 @@ struct hca_cq *hca_cq_create(struct hca_ctx *ctx, int cqe, struct hca_chan *chan
 	cq = calloc(1, sizeof(*cq));
 	if (!cq)
 		return NULL;
+	cq->sq_ring = sq_ring_new(cq_cap_for(cqe));
+	if (!cq->sq_ring) {
+		free(cq);
+		errno = ENOMEM;
+		return NULL;
+	}
 	cq->ctx = ctx;
 	cq->chan = chan;
 	cq->flags = flags;
 	cq->user = user;
 	rc = hca_mutex_init(&cq->poll_lock);
 	if (rc) {
+		free(cq->sq_ring);
 		free(cq);
 		errno = rc;
 		return NULL;
@@ -154,6 +178,7 @@ struct hca_cq *hca_cq_create(struct hca_ctx *ctx, int cqe, struct hca_chan *chan
 		cq_unpublish(dev, cq);
 	if (rc) {
 		pthread_mutex_destroy(&cq->poll_lock);
+		free(cq->sq_ring);
 		free(cq);
 		errno = rc;
 		return NULL;
@@ -204,22 +229,31 @@ int hca_cq_resize(struct hca_cq *cq, int cqe)
 	uint32_t cap = cq_cap_for(cqe);
 	struct hca_ring *nr;
 	uint32_t body = cq->ring->stride - 8; /* payloads embedded stay so */
+	struct hca_ring *nsq, **old;
 	uint64_t off, bytes = hca_ring_bytes(cap, body);
 
 	if (cqe < 1 || cqe > HCA_MAX_CQE)
 		return EINVAL;
 	pthread_mutex_lock(&cq->poll_lock);
-	if (hca_ring_count(cq->ring) > cap - 1) {
+	if (hca_cq_count(cq) > cap - 1) {
 		pthread_mutex_unlock(&cq->poll_lock);
 		return EINVAL;
 	}
+	nsq = sq_ring_new(cap);
+	old = realloc(cq->sq_old, (size_t)(cq->nsq_old + 1) * sizeof(*old));
+	if (old)
+		cq->sq_old = old;
 	hca_seg_lock(seg);
-	off = hca_dev_heap_alloc(dev, bytes);
+	off = nsq && old ? hca_dev_heap_alloc(dev, bytes) : 0;
 	if (!off) {
 		hca_seg_unlock(seg);
 		pthread_mutex_unlock(&cq->poll_lock);
+		free(nsq);
 		return ENOMEM;
 	}
+	cq_move(cq->sq_ring, nsq);
+	cq->sq_old[cq->nsq_old++] = cq->sq_ring;
+	atomic_store_explicit(&cq->sq_ring, nsq, memory_order_release);
 	nr = hca_seg_ptr(seg, off);
 	if (body > sizeof(struct hca_cqe))
 		memset(nr, 0, bytes);
@@ -272,6 +306,10 @@ int hca_cq_destroy(struct hca_cq *cq)
 	cq_unpublish(cq->ctx->dev, cq);
 	hca_pin_wait(&cq->pin); /* a doorbell dispatch acting on it */
 	pthread_mutex_destroy(&cq->poll_lock);
+	for (int i = 0; i < cq->nsq_old; i++)
+		free(cq->sq_old[i]);
+	free(cq->sq_old);
+	free(cq->sq_ring);
 	free(cq);
 	return 0;
 }
@@ -314,6 +352,27 @@ static int push_anon(struct hca_ring *r, const struct hca_cqe *c)
 	return 0;
 }
 
+/* The entry c is published in CQ e: wake its channel if it is armed. */
+static void cq_wake(struct hca_dev *dev, struct hca_cq_ent *e, uint32_t cq_idx,
+		    uint32_t handle, const struct hca_cqe *c, bool solicited)
+{
+	uint32_t armed;
+
+	if (!e->chan)
+		return; /* no channel, nothing to wake: no fence to pay */
+	/* publish the entry, then load armed: see the head of this file */
+	atomic_thread_fence(memory_order_seq_cst);
+	armed = atomic_load_explicit(&e->armed, memory_order_relaxed);
+	if (armed == 1 || (armed == 2 && (solicited || c->status != IBV_WC_SUCCESS))) {
+		/* the event is owed (ev_pending) before the datagram goes:
+		 * a reader that finds no datagram finds the word (chan.c).
+		 * The datagram cannot be lost (wake.c); an error here says
+		 * the channel is gone, and no one is left to wake */
+		if (atomic_exchange(&e->armed, 0) && !atomic_exchange(&e->ev_pending, 1))
+			hca_chan_signal(dev, e->owner, e->owner_gen, e->chan, cq_idx, handle);
+	}
+}
+
 /*
  * Push a completion into CQ cq_idx, from any process, in claim cell cl
  * (NULL: the CQ is our own, see push_anon)
@@ -340,7 +399,7 @@ int hca_cq_push_body(struct hca_dev *dev, struct hca_claim *cl, uint32_t cq_idx,
 	struct hca_cq_ent *e = hca_cq_ent(dev, cq_idx);
 	struct hca_claim_ring ref = { .kind = HCA_CLAIM_CQ, .idx = cq_idx };
 	const struct hca_cqe *c = &b->c;
-	uint32_t handle, armed;
+	uint32_t handle;
 
 	struct hca_cqe_buf stamped;
 	struct hca_ring *r;
@@ -382,19 +441,41 @@ int hca_cq_push_body(struct hca_dev *dev, struct hca_claim *cl, uint32_t cq_idx,
 			hca_raise_cq_event(dev, cq_idx, IBV_EVENT_CQ_ERR);
 		return ENOSPC;
 	}
-	if (!e->chan)
-		return 0; /* no channel, nothing to wake: no fence to pay */
-	/* publish the entry, then load armed: see the head of this file */
-	atomic_thread_fence(memory_order_seq_cst);
-	armed = atomic_load_explicit(&e->armed, memory_order_relaxed);
-	if (armed == 1 || (armed == 2 && (solicited || c->status != IBV_WC_SUCCESS))) {
-		/* the event is owed (ev_pending) before the datagram goes:
-		 * a reader that finds no datagram finds the word (chan.c).
-		 * The datagram cannot be lost (wake.c); an error here says
-		 * the channel is gone, and no one is left to wake */
-		if (atomic_exchange(&e->armed, 0) && !atomic_exchange(&e->ev_pending, 1))
-			hca_chan_signal(dev, e->owner, e->owner_gen, e->chan, cq_idx, handle);
+	cq_wake(dev, e, cq_idx, handle, c, solicited);
+	return 0;
+}
+
+/*
+ * A completion of our own send queue (hca_req_complete, the SQ's flush):
+ * into the CQ's private ring (struct hca_cq.sq_ring), not the shared
+ * one. The shared ring's head hint and slots are then written only by
+ * the remote producers (and handed back by our polls), instead of
+ * bouncing between the requester that pushes our receive completions and
+ * our own send completions (docs/datapath.md). Each queue's completions
+ * keep their order (one ring each; a receive queue's flush goes to the
+ * shared ring, where its other completions are); a poll returns the
+ * private ring's first. A ring of our process: no claim record, and the
+ * wake is the same as any producer's.
+ */
+int hca_cq_push_sq(struct hca_cq *cq, const struct hca_cqe *c)
+{
+	struct hca_dev *dev = cq->ctx->dev;
+	struct hca_cq_ent *e = cq->ent;
+	struct hca_cqe stamped;
+
+	if (e->stamp) {
+		stamped = *c;
+		stamped.ts = hca_now_ns();
+		c = &stamped;
 	}
+	if (atomic_load_explicit(&e->overrun, memory_order_relaxed) ||
+	    hca_ring_push(atomic_load_explicit(&cq->sq_ring, memory_order_acquire), c,
+			  sizeof(*c))) {
+		if (!atomic_exchange(&e->overrun, 1))
+			hca_raise_cq_event(dev, cq->idx, IBV_EVENT_CQ_ERR);
+		return ENOSPC;
+	}
+	cq_wake(dev, e, cq->idx, cq->handle, c, false);
 	return 0;
 }
 
@@ -500,6 +581,13 @@ int hca_cq_poll(struct hca_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts)
 	poll_link(dev, cq, k);
 	/* no lock: threads polling at once each pop whole entries (ring.h);
 	 * resize swaps the ring under poll_lock (see hca_cq_resize) */
+	ring = atomic_load_explicit(&cq->sq_ring, memory_order_acquire);
+	while (got < n && hca_ring_pop(ring, &c, sizeof(c)) == 0) {
+		cqe_to_wc(&c, &wc[got]);
+		if (ts)
+			ts[got] = c.ts;
+		got++;
+	}
 	ring = atomic_load_explicit(&cq->ring, memory_order_acquire);
 	while (got < n && (slot = hca_ring_take(ring, HCA_RING_ANON, &pos))) {
 		memcpy(&c, slot, sizeof(c));

@@ -334,6 +334,13 @@ struct hca_cq {
 	struct hca_cq_ent *ent;
 	struct hca_ring *_Atomic ring;  /* swapped by resize; polls load it */
 	uint64_t ring_size;
+	/* our own send queues' completions: a ring in our private memory,
+	 * so that the shared ring's head and slots are written by the
+	 * remote producers alone (cq.c hca_cq_push_sq); resize swaps it and
+	 * keeps the old ones until destroy (a lock-free poll may hold one) */
+	struct hca_ring *_Atomic sq_ring;
+	struct hca_ring **sq_old;
+	int nsq_old;
 	int cqe;
 	int flags;
 	struct hca_chan *chan;
@@ -604,6 +611,8 @@ int hca_chan_signal(struct hca_dev *dev, uint16_t owner, uint32_t owner_gen,
 		    uint32_t chan, uint32_t cq_idx, uint32_t handle);
 
 /* cq.c */
+int hca_cq_push_sq(struct hca_cq *cq, const struct hca_cqe *c);
+uint32_t hca_cq_count(struct hca_cq *cq);
 int hca_cq_push(struct hca_dev *dev, uint32_t cq_idx, const struct hca_cqe *c,
 		bool solicited);
 void hca_cq_prefetch(struct hca_dev *dev, uint32_t cq_idx);

@@ -335,7 +335,7 @@ void hca_req_complete(struct hca_qp *qp, struct hca_swqe *w, enum ibv_wc_status 
 		return;
 	if (op && (op->flags & (HCA_OPF_READ | HCA_OPF_ATOMIC)))
 		c.byte_len = w->total_len;
-	hca_cq_push(qp->dev, qp->scq->idx, &c, false);
+	hca_cq_push_sq(qp->scq, &c);
 }
 
 /* A requester error: the WQE completes in error, the QP errs and flushes. */
@@ -418,9 +418,6 @@ static bool exec_head_fenced(struct hca_qp *qp)
 	enum ibv_wc_status st;
 	struct hca_msg m;
 
-	/* our send completion's lines, asked for ahead (hca_cq_prefetch) */
-	if (qp->sq_sig_all || (w->wr.send_flags & IBV_SEND_SIGNALED))
-		hca_cq_prefetch(qp->dev, qp->scq->idx);
 	st = build_msg(qp, w, &m, iov);
 	if (st) {
 		hca_req_fail_head(qp, w, st);
