@@ -8,6 +8,10 @@
  * buffer without any ibv_poll_cq (within STALL_MS); the poll that follows
  * must then return the completion, successful, with the right length.
  * Exit 0 when both hold. Run it with and without SOFTIB_NO_CMA=1.
+ *
+ *   inline_nopoll [LEN]   message of LEN bytes (default 31, which rides in
+ *                         the completion's CQ slot, hca/core/cq_embed.c;
+ *                         a few hundred bytes go through the inline pool)
  */
 #include <infiniband/verbs.h>
 #include <stdint.h>
@@ -19,6 +23,9 @@
 
 #define STALL_MS 5000
 #define MSG "softib: landed without a poll"
+
+static char msg[4096];
+static size_t msg_len = sizeof(MSG);
 
 struct side {
 	struct ibv_context *ctx;
@@ -88,7 +95,7 @@ static int receiver(struct side *s, int tell)
 
 	if (ibv_post_recv(s->qp, &w, &bad) || write(tell, &x, 1) != 1)
 		die("post recv");
-	while (memcmp((const char *)v, MSG, sizeof(MSG)) && ms < STALL_MS) {
+	while (memcmp((const char *)v, msg, msg_len) && ms < STALL_MS) {
 		usleep(1000);
 		ms++;
 	}
@@ -99,18 +106,19 @@ static int receiver(struct side *s, int tell)
 	}
 	n = ibv_poll_cq(s->cq, 1, &wc);
 	if (n != 1 || wc.status != IBV_WC_SUCCESS || wc.wr_id != 7 ||
-	    wc.byte_len != sizeof(MSG)) {
+	    wc.byte_len != msg_len) {
 		printf("FAIL: after it landed, poll gave %d (status %d, length %u)\n", n,
 		       n == 1 ? (int)wc.status : -1, n == 1 ? wc.byte_len : 0);
 		return 1;
 	}
-	printf("landed without a poll after %d ms; the completion followed\n", ms);
+	printf("%zu B landed without a poll after %d ms; the completion followed\n",
+	       msg_len, ms);
 	return 0;
 }
 
 static int sender(struct side *s, int wait_fd)
 {
-	struct ibv_sge g = { (uintptr_t)s->buf, sizeof(MSG), s->mr->lkey };
+	struct ibv_sge g = { (uintptr_t)s->buf, (uint32_t)msg_len, s->mr->lkey };
 	struct ibv_send_wr w = { .wr_id = 9, .sg_list = &g, .num_sge = 1,
 				 .opcode = IBV_WR_SEND,
 				 .send_flags = IBV_SEND_SIGNALED }, *bad;
@@ -120,7 +128,7 @@ static int sender(struct side *s, int wait_fd)
 
 	if (read(wait_fd, &x, 1) != 1)
 		die("receiver gone");
-	memcpy(s->buf, MSG, sizeof(MSG));
+	memcpy(s->buf, msg, msg_len);
 	if (ibv_post_send(s->qp, &w, &bad))
 		die("post send");
 	while ((n = ibv_poll_cq(s->cq, 1, &wc)) == 0)
@@ -130,12 +138,23 @@ static int sender(struct side *s, int wait_fd)
 	return 0;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	static struct side s;
 	int to_child[2], to_parent[2], st = 0, rc;
 	uint32_t mine, peer;
 	pid_t pid;
+
+	if (argc > 1)
+		msg_len = strtoul(argv[1], NULL, 0);
+	if (msg_len < sizeof(MSG) || msg_len > sizeof(msg)) {
+		fprintf(stderr, "usage: inline_nopoll [LEN, %zu..%zu]\n", sizeof(MSG),
+			sizeof(msg));
+		return 2;
+	}
+	memcpy(msg, MSG, sizeof(MSG));
+	for (size_t i = sizeof(MSG); i < msg_len; i++)
+		msg[i] = (char)(i * 7 + 3);
 
 	if (pipe(to_child) || pipe(to_parent))
 		die("pipe");
