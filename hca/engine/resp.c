@@ -43,6 +43,8 @@ struct resp_ctx {
 	uint32_t pd;
 	uint32_t rcq;
 	uint32_t srq;         /* HCA_NONE: the QP's own RQ */
+	uint32_t emb_room;    /* payload bytes the receive CQ's slot holds
+			       * beside one range (resp_prefetch) */
 };
 
 static bool state_receives(uint8_t s)
@@ -272,7 +274,7 @@ static uint16_t recv_inline(struct resp_ctx *r, struct hca_claim *cl,
 		return 0; /* our own memory: memcpy is as good */
 	if (need > hca_inl_max())
 		return 0;
-	if (need <= hca_emb_room(r->dev, r->rcq, nt)) {
+	if (need <= r->emb_room && (nt <= 1 || need <= hca_emb_room(r->dev, r->rcq, nt))) {
 		*ext = hca_emb_build(&r->m->deferred_cqe, liov, nl, tiov, lkeys, nt,
 				     (uint32_t)need);
 		return HCA_INL_EMBED;
@@ -543,7 +545,8 @@ static void resp_prefetch(struct resp_ctx *r)
 		hca_prefetchw(hca_ring_slot(ring, atomic_load_explicit(
 			&ring->tail, memory_order_relaxed)));
 	/* larger ones go by CMA; smaller ones in the CQ's slot (one range) */
-	if (r->m->len <= hca_inl_max() && r->m->len > hca_emb_room(r->dev, r->rcq, 1))
+	r->emb_room = hca_emb_room(r->dev, r->rcq, 1);
+	if (r->m->len <= hca_inl_max() && r->m->len > r->emb_room)
 		hca_inl_prefetch(r->dev, r->rcq);
 	hca_cq_prefetch(r->dev, r->rcq);
 }
