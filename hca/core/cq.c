@@ -3,8 +3,11 @@
  * completes work for one of this CQ's QPs pushes the entry itself
  * (hca_cq_push), and wakes the owner's channel when the CQ is armed.
  * Polling is the owner's and takes no lock: the ring's pop is safe for
- * several threads at once (ring.h). A CQ also owns the pool through
- * which small payloads arrive (cq_inline.c): poll copies them out.
+ * several threads at once (ring.h). The owner's own send completions go
+ * to a private ring (hca_cq_push_sq), so that the shared one is written
+ * by the remote producers only. A CQ also owns the pool through which
+ * small payloads arrive (cq_inline.c), and its slots carry the smallest
+ * ones (cq_embed.c): poll copies them out.
  *
  * Arming and waking (the fields of hca_cq_ent):
  *  - armed: stored by the owner (hca_cq_arm), swapped to 0 by the
