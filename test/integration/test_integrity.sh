@@ -92,18 +92,23 @@ done
 
 # A receiver that never polls still gets an inline payload: its progress
 # thread copies it, and the completion that follows is whole — 31 B ride
-# in the completion's slot, 300 B in the inline pool.
+# in the completion's slot, 300 B in the inline pool. Then the same
+# payloads queued in a CQ that is resized before the poll: they move
+# with their completions to the new ring (a position of its own).
 for mode in cma nocma; do
 	nocma=0
 	[ $mode = nocma ] && nocma=1
 	for len in 31 300; do
-		log=$SIB_TMP/nopoll.$mode.$len.log
-		if sib_run 60 env SOFTIB_NO_CMA=$nocma build/test/inline_nopoll $len >"$log" 2>&1; then
-			pass "inline payload lands without a poll ($mode): $(cat "$log")"
-		else
-			fail "inline payload lands without a poll ($mode, $len B)"
-			cat "$log"
-		fi
+		for how in "" resize; do
+			log=$SIB_TMP/nopoll.$mode.$len.$how.log
+			if sib_run 60 env SOFTIB_NO_CMA=$nocma build/test/inline_nopoll $len $how \
+				>"$log" 2>&1; then
+				pass "inline payload ($mode): $(cat "$log")"
+			else
+				fail "inline payload ($mode, $len B${how:+, $how})"
+				cat "$log"
+			fi
+		done
 	done
 done
 
