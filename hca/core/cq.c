@@ -68,8 +68,7 @@ static int cq_publish(struct hca_dev *dev, struct hca_cq *cq, uint32_t cap)
 	off = hca_dev_heap_alloc(dev, bytes);
 	if (!off)
 		return ENOMEM;
-	if (body > sizeof(struct hca_cqe)) /* no stale state word says READY */
-		memset(hca_seg_ptr(seg, off), 0, bytes);
+	/* heap blocks come zeroed: no stale embedded state says READY */
 	hca_ring_init(hca_seg_ptr(seg, off), cap, body);
 	e->ring_off = off; /* from here a death leaves it to the reclaim */
 	/* the inline pool is an accelerator: without room for it the CQ
@@ -258,9 +257,7 @@ int hca_cq_resize(struct hca_cq *cq, int cqe)
 	cq->sq_old[cq->nsq_old++] = cq->sq_ring;
 	atomic_store_explicit(&cq->sq_ring, nsq, memory_order_release);
 	nr = hca_seg_ptr(seg, off);
-	if (body > sizeof(struct hca_cqe))
-		memset(nr, 0, bytes);
-	hca_ring_init(nr, cap, body);
+	hca_ring_init(nr, cap, body); /* zeroed, as above */
 	cq_move(cq->ring, nr);
 	/* the entry names the new ring before the old goes: a death between
 	 * loses the old block rather than have it freed twice */
