@@ -341,9 +341,9 @@ int hca_chan_get_event(struct hca_chan *ch, void **cq_user)
 			 * re-arms it as it was armed and is not delivered,
 			 * unless a completion came meanwhile.
 			 */
-			if (!hca_ring_count(cq->ring)) {
+			if (!hca_cq_count(cq)) {
 				hca_cq_arm(cq, cq->arm_solicited);
-				if (!hca_ring_count(cq->ring))
+				if (!hca_cq_count(cq))
 					continue;
 			}
 			chan_rekick(ch);

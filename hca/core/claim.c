@@ -174,11 +174,14 @@ bool hca_claim_take_wqe(struct hca_seg *seg, struct hca_claim *c, struct hca_rin
 /*
  * Push body into ring r (named by ref) as c. With releases, this entry is
  * the held WQE's completion: once it is whole, the WQE is accounted for.
+ * With stamp_at, the body's word at that offset is an embedded payload's
+ * state (cq_embed.c): it is written as READY at the claimed position, by
+ * an atomic store of its own (a sweeper may CAS it), before PUSHED.
  * -1 when the ring is full (the WQE, with releases, is then consumed).
  */
 int hca_claim_push(struct hca_seg *seg, struct hca_claim *c, struct hca_ring *r,
 		   const struct hca_claim_ring *ref, const void *body, uint32_t len,
-		   bool releases)
+		   bool releases, uint32_t stamp_at)
 {
 	uint32_t keep = atomic_load_explicit(&c->state, memory_order_relaxed) &
 			(CL_HELD | CL_INL);
@@ -193,7 +196,16 @@ int hca_claim_push(struct hca_seg *seg, struct hca_claim *c, struct hca_ring *r,
 		return -1;
 	}
 	hca_die_at(HCA_DIE_CQ_CLAIMED);
-	memcpy(slot, body, len);
+	if (stamp_at) {
+		const char *b = body;
+
+		memcpy(slot, b, stamp_at);
+		atomic_store_explicit((_Atomic uint64_t *)((char *)slot + stamp_at),
+				      hca_emb_ready(c->op.pos), memory_order_relaxed);
+		memcpy((char *)slot + stamp_at + 8, b + stamp_at + 8, len - stamp_at - 8);
+	} else {
+		memcpy(slot, body, len);
+	}
 	cell_state(c, (releases ? 0 : keep) | CL_PUSHED);
 	hca_die_at(HCA_DIE_CQ_WRITTEN);
 	hca_ring_publish(r, c->op.pos);
@@ -346,7 +358,7 @@ static bool flush_held(struct hca_seg *seg, struct hca_claim *c)
 		return true;
 	}
 	memcpy(&cqe.wr_id, c->wqe, sizeof(cqe.wr_id)); /* struct hca_rwqe's first field */
-	if (hca_claim_push(seg, c, r, &ref, &cqe, sizeof(cqe), true))
+	if (hca_claim_push(seg, c, r, &ref, &cqe, sizeof(cqe), true, 0))
 		atomic_fetch_add(&seg->claims_lost, 1); /* the CQ overran */
 	return true;
 }
@@ -370,7 +382,7 @@ static void recover_held(struct hca_seg *seg, struct hca_claim *c, uint32_t who,
 	cell_state(c, CL_HELD);
 	if (flush_held(seg, c))
 		return;
-	if (hca_claim_push(seg, c, r, &c->from, c->wqe, c->from.body, true))
+	if (hca_claim_push(seg, c, r, &c->from, c->wqe, c->from.body, true, 0))
 		/* full: its owner posted past what it is owed meanwhile */
 		atomic_fetch_add(&seg->claims_lost, 1);
 }

@@ -3,8 +3,11 @@
  * completes work for one of this CQ's QPs pushes the entry itself
  * (hca_cq_push), and wakes the owner's channel when the CQ is armed.
  * Polling is the owner's and takes no lock: the ring's pop is safe for
- * several threads at once (ring.h). A CQ also owns the pool through
- * which small payloads arrive (cq_inline.c): poll copies them out.
+ * several threads at once (ring.h). The owner's own send completions go
+ * to a private ring (hca_cq_push_sq), so that the shared one is written
+ * by the remote producers only. A CQ also owns the pool through which
+ * small payloads arrive (cq_inline.c), and its slots carry the smallest
+ * ones (cq_embed.c): poll copies them out.
  *
  * Arming and waking (the fields of hca_cq_ent):
  *  - armed: stored by the owner (hca_cq_arm), swapped to 0 by the
@@ -45,7 +48,8 @@ static uint32_t cq_cap_for(int cqe)
 static int cq_publish(struct hca_dev *dev, struct hca_cq *cq, uint32_t cap)
 {
 	struct hca_seg *seg = dev->seg;
-	uint64_t bytes = hca_ring_bytes(cap, sizeof(struct hca_cqe));
+	uint32_t body = hca_emb_body(cap);
+	uint64_t bytes = hca_ring_bytes(cap, body);
 	uint64_t off, inl_bytes, inl_off = 0;
 	uint32_t idx, nslots, max_len;
 
@@ -64,7 +68,8 @@ static int cq_publish(struct hca_dev *dev, struct hca_cq *cq, uint32_t cap)
 	off = hca_dev_heap_alloc(dev, bytes);
 	if (!off)
 		return ENOMEM;
-	hca_ring_init(hca_seg_ptr(seg, off), cap, sizeof(struct hca_cqe));
+	/* heap blocks come zeroed: no stale embedded state says READY */
+	hca_ring_init(hca_seg_ptr(seg, off), cap, body);
 	e->ring_off = off; /* from here a death leaves it to the reclaim */
 	/* the inline pool is an accelerator: without room for it the CQ
 	 * still works, its payloads all going by CMA. Pools never take the
@@ -78,11 +83,13 @@ static int cq_publish(struct hca_dev *dev, struct hca_cq *cq, uint32_t cap)
 	e->inl_bytes = inl_off ? inl_bytes : 0;
 	e->inl_off = inl_off;
 	atomic_store(&e->ev_pending, 0);
-	if (inl_off) {
+	if (inl_off)
 		atomic_fetch_add(&dev->inl_cqs, 1);
-		if (idx + 1 > atomic_load(&dev->inl_cq_hi))
-			atomic_store(&dev->inl_cq_hi, idx + 1);
-	}
+	if (body > sizeof(struct hca_cqe))
+		atomic_fetch_add(&dev->emb_cqs, 1);
+	if ((inl_off || body > sizeof(struct hca_cqe)) &&
+	    idx + 1 > atomic_load(&dev->inl_cq_hi))
+		atomic_store(&dev->inl_cq_hi, idx + 1);
 	e->chan = cq->chan ? cq->chan->id : 0;
 	e->stamp = !!(cq->flags & HCA_CQ_TIMESTAMPS);
 	atomic_store(&e->armed, 0);
@@ -109,8 +116,27 @@ static void cq_unpublish(struct hca_dev *dev, struct hca_cq *cq)
 	hca_cq_tab_set(dev, cq->idx, NULL);
 	if (cq->ent->inl_off)
 		atomic_fetch_sub(&dev->inl_cqs, 1);
+	if (cq->ring->stride - 8 > sizeof(struct hca_cqe))
+		atomic_fetch_sub(&dev->emb_cqs, 1);
 	hca_cq_ent_free(seg, cq->ent);
 	hca_seg_unlock(seg);
+}
+
+/* The private ring of our send queues' completions (hca_cq_push_sq). */
+static struct hca_ring *sq_ring_new(uint32_t cap)
+{
+	struct hca_ring *r = aligned_alloc(64, hca_ring_bytes(cap, sizeof(struct hca_cqe)));
+
+	if (r)
+		hca_ring_init(r, cap, sizeof(struct hca_cqe));
+	return r;
+}
+
+/* Entries queued in both rings (a snapshot). */
+uint32_t hca_cq_count(struct hca_cq *cq)
+{
+	return hca_ring_count(atomic_load_explicit(&cq->ring, memory_order_acquire)) +
+	       hca_ring_count(atomic_load_explicit(&cq->sq_ring, memory_order_acquire));
 }
 
 struct hca_cq *hca_cq_create(struct hca_ctx *ctx, int cqe, struct hca_chan *chan,
@@ -127,12 +153,19 @@ struct hca_cq *hca_cq_create(struct hca_ctx *ctx, int cqe, struct hca_chan *chan
 	cq = calloc(1, sizeof(*cq));
 	if (!cq)
 		return NULL;
+	cq->sq_ring = sq_ring_new(cq_cap_for(cqe));
+	if (!cq->sq_ring) {
+		free(cq);
+		errno = ENOMEM;
+		return NULL;
+	}
 	cq->ctx = ctx;
 	cq->chan = chan;
 	cq->flags = flags;
 	cq->user = user;
 	rc = hca_mutex_init(&cq->poll_lock);
 	if (rc) {
+		free(cq->sq_ring);
 		free(cq);
 		errno = rc;
 		return NULL;
@@ -147,6 +180,7 @@ struct hca_cq *hca_cq_create(struct hca_ctx *ctx, int cqe, struct hca_chan *chan
 		cq_unpublish(dev, cq);
 	if (rc) {
 		pthread_mutex_destroy(&cq->poll_lock);
+		free(cq->sq_ring);
 		free(cq);
 		errno = rc;
 		return NULL;
@@ -158,6 +192,25 @@ struct hca_cq *hca_cq_create(struct hca_ctx *ctx, int cqe, struct hca_chan *chan
 int hca_cq_size(struct hca_cq *cq)
 {
 	return cq->cqe;
+}
+
+/* Resize: every entry of ring `from` into `to` (of the same body size). */
+static void cq_move(struct hca_ring *from, struct hca_ring *to)
+{
+	uint32_t body = from->stride - 8;
+	uint64_t pos, npos;
+	void *src, *dst;
+
+	while ((src = hca_ring_take(from, HCA_RING_ANON, &pos))) {
+		dst = hca_ring_reserve(to, HCA_RING_ANON, &npos);
+		if (dst) { /* there is room: the count was checked */
+			memcpy(dst, src, body);
+			if (((struct hca_cqe *)dst)->inl == HCA_INL_EMBED)
+				hca_emb_restamp(dst, npos);
+			hca_ring_publish(to, npos);
+		}
+		hca_ring_release(from, pos);
+	}
 }
 
 /*
@@ -176,28 +229,36 @@ int hca_cq_resize(struct hca_cq *cq, int cqe)
 	struct hca_dev *dev = cq->ctx->dev;
 	struct hca_seg *seg = dev->seg;
 	uint32_t cap = cq_cap_for(cqe);
-	struct hca_cqe c;
 	struct hca_ring *nr;
-	uint64_t off, bytes = hca_ring_bytes(cap, sizeof(struct hca_cqe));
+	uint32_t body = cq->ring->stride - 8; /* payloads embedded stay so */
+	struct hca_ring *nsq, **old;
+	uint64_t off, bytes = hca_ring_bytes(cap, body);
 
 	if (cqe < 1 || cqe > HCA_MAX_CQE)
 		return EINVAL;
 	pthread_mutex_lock(&cq->poll_lock);
-	if (hca_ring_count(cq->ring) > cap - 1) {
+	if (hca_cq_count(cq) > cap - 1) {
 		pthread_mutex_unlock(&cq->poll_lock);
 		return EINVAL;
 	}
+	nsq = sq_ring_new(cap);
+	old = realloc(cq->sq_old, (size_t)(cq->nsq_old + 1) * sizeof(*old));
+	if (old)
+		cq->sq_old = old;
 	hca_seg_lock(seg);
-	off = hca_dev_heap_alloc(dev, bytes);
+	off = nsq && old ? hca_dev_heap_alloc(dev, bytes) : 0;
 	if (!off) {
 		hca_seg_unlock(seg);
 		pthread_mutex_unlock(&cq->poll_lock);
+		free(nsq);
 		return ENOMEM;
 	}
+	cq_move(cq->sq_ring, nsq);
+	cq->sq_old[cq->nsq_old++] = cq->sq_ring;
+	atomic_store_explicit(&cq->sq_ring, nsq, memory_order_release);
 	nr = hca_seg_ptr(seg, off);
-	hca_ring_init(nr, cap, sizeof(struct hca_cqe));
-	while (hca_ring_pop(cq->ring, &c, sizeof(c)) == 0)
-		hca_ring_push(nr, &c, sizeof(c));
+	hca_ring_init(nr, cap, body); /* zeroed, as above */
+	cq_move(cq->ring, nr);
 	/* the entry names the new ring before the old goes: a death between
 	 * loses the old block rather than have it freed twice */
 	uint64_t old_off = cq->ent->ring_off;
@@ -245,6 +306,10 @@ int hca_cq_destroy(struct hca_cq *cq)
 	cq_unpublish(cq->ctx->dev, cq);
 	hca_pin_wait(&cq->pin); /* a doorbell dispatch acting on it */
 	pthread_mutex_destroy(&cq->poll_lock);
+	for (int i = 0; i < cq->nsq_old; i++)
+		free(cq->sq_old[i]);
+	free(cq->sq_old);
+	free(cq->sq_ring);
 	free(cq);
 	return 0;
 }
@@ -287,50 +352,14 @@ static int push_anon(struct hca_ring *r, const struct hca_cqe *c)
 	return 0;
 }
 
-/*
- * Push a completion into CQ cq_idx, from any process, in claim cell cl
- * (NULL: the CQ is our own, see push_anon)
- * (claim.c: a death half-way leaves the CQ flowing). With releases, the
- * completion is that of the receive WQE cl holds. On overrun the CQ is
- * marked in error and its owner told (IBV_EVENT_CQ_ERR); the entry is
- * not written over an unread one. Returns 0 or ENOSPC.
- */
-int hca_cq_push_claim(struct hca_dev *dev, struct hca_claim *cl, uint32_t cq_idx,
-		      const struct hca_cqe *c, bool solicited, bool releases)
+/* The entry c is published in CQ e: wake its channel if it is armed. */
+static void cq_wake(struct hca_dev *dev, struct hca_cq_ent *e, uint32_t cq_idx,
+		    uint32_t handle, const struct hca_cqe *c, bool solicited)
 {
-	struct hca_cq_ent *e = hca_cq_ent(dev, cq_idx);
-	struct hca_claim_ring ref = { .kind = HCA_CLAIM_CQ, .idx = cq_idx };
-	uint32_t handle, armed;
+	uint32_t armed;
 
-	struct hca_cqe stamped;
-	struct hca_ring *r;
-
-	if (!e || !(handle = atomic_load_explicit(&e->handle, memory_order_acquire))) {
-		if (releases)
-			hca_claim_drop(cl);
-		return ENOENT;
-	}
-	ref.handle = handle;
-	ref.off = e->ring_off;
-	r = hca_seg_ptr(dev->seg, ref.off);
-	if (e->stamp) { /* only then: a clock read per completion is not free */
-		stamped = *c;
-		stamped.ts = hca_now_ns();
-		c = &stamped;
-	}
-	if (atomic_load_explicit(&e->overrun, memory_order_relaxed) ||
-	    (cl ? hca_claim_push(dev->seg, cl, r, &ref, c, sizeof(*c), releases)
-		: push_anon(r, c))) {
-		if (releases)
-			hca_claim_drop(cl);
-		if (c->inl)
-			hca_inl_drop(dev, cq_idx, c->inl);
-		if (!atomic_exchange(&e->overrun, 1))
-			hca_raise_cq_event(dev, cq_idx, IBV_EVENT_CQ_ERR);
-		return ENOSPC;
-	}
 	if (!e->chan)
-		return 0; /* no channel, nothing to wake: no fence to pay */
+		return; /* no channel, nothing to wake: no fence to pay */
 	/* publish the entry, then load armed: see the head of this file */
 	atomic_thread_fence(memory_order_seq_cst);
 	armed = atomic_load_explicit(&e->armed, memory_order_relaxed);
@@ -342,6 +371,111 @@ int hca_cq_push_claim(struct hca_dev *dev, struct hca_claim *cl, uint32_t cq_idx
 		if (atomic_exchange(&e->armed, 0) && !atomic_exchange(&e->ev_pending, 1))
 			hca_chan_signal(dev, e->owner, e->owner_gen, e->chan, cq_idx, handle);
 	}
+}
+
+/*
+ * Push a completion into CQ cq_idx, from any process, in claim cell cl
+ * (NULL: the CQ is our own, see push_anon)
+ * (claim.c: a death half-way leaves the CQ flowing). With releases, the
+ * completion is that of the receive WQE cl holds. On overrun the CQ is
+ * marked in error and its owner told (IBV_EVENT_CQ_ERR); the entry is
+ * not written over an unread one. Returns 0 or ENOSPC.
+ */
+int hca_cq_push_claim(struct hca_dev *dev, struct hca_claim *cl, uint32_t cq_idx,
+		      const struct hca_cqe *c, bool solicited, bool releases)
+{
+	return hca_cq_push_body(dev, cl, cq_idx, (const struct hca_cqe_buf *)c,
+				sizeof(*c), solicited, releases);
+}
+
+/*
+ * The same, for a completion followed by len - sizeof(struct hca_cqe)
+ * bytes of what it carries (cq_embed.c: b->c.inl is HCA_INL_EMBED).
+ */
+int hca_cq_push_body(struct hca_dev *dev, struct hca_claim *cl, uint32_t cq_idx,
+		     const struct hca_cqe_buf *b, uint32_t len, bool solicited,
+		     bool releases)
+{
+	struct hca_cq_ent *e = hca_cq_ent(dev, cq_idx);
+	struct hca_claim_ring ref = { .kind = HCA_CLAIM_CQ, .idx = cq_idx };
+	const struct hca_cqe *c = &b->c;
+	uint32_t handle;
+
+	struct hca_cqe_buf stamped;
+	struct hca_ring *r;
+
+	if (!e || !(handle = atomic_load_explicit(&e->handle, memory_order_acquire))) {
+		if (releases)
+			hca_claim_drop(cl);
+		return ENOENT;
+	}
+	ref.handle = handle;
+	ref.off = e->ring_off;
+	r = hca_seg_ptr(dev->seg, ref.off);
+	if (len > sizeof(*c) && (!cl || len > r->stride - 8)) {
+		/* the CQ was made again with narrow slots since the sender
+		 * looked: its payload cannot go with it */
+		memcpy(&stamped.c, c, sizeof(*c));
+		stamped.c.inl = 0;
+		stamped.c.status = IBV_WC_LOC_PROT_ERR;
+		b = &stamped;
+		c = &b->c;
+		len = sizeof(*c);
+	}
+	if (e->stamp) { /* only then: a clock read per completion is not free */
+		if (b != &stamped)
+			memcpy(&stamped, b, len);
+		stamped.c.ts = hca_now_ns();
+		b = &stamped;
+		c = &b->c;
+	}
+	if (atomic_load_explicit(&e->overrun, memory_order_relaxed) ||
+	    (cl ? hca_claim_push(dev->seg, cl, r, &ref, b, len, releases,
+				 c->inl == HCA_INL_EMBED ? sizeof(*c) : 0)
+		: push_anon(r, c))) {
+		if (releases)
+			hca_claim_drop(cl);
+		if (c->inl && c->inl != HCA_INL_EMBED)
+			hca_inl_drop(dev, cq_idx, c->inl);
+		if (!atomic_exchange(&e->overrun, 1))
+			hca_raise_cq_event(dev, cq_idx, IBV_EVENT_CQ_ERR);
+		return ENOSPC;
+	}
+	cq_wake(dev, e, cq_idx, handle, c, solicited);
+	return 0;
+}
+
+/*
+ * A completion of our own send queue (hca_req_complete, the SQ's flush):
+ * into the CQ's private ring (struct hca_cq.sq_ring), not the shared
+ * one. The shared ring's head hint and slots are then written only by
+ * the remote producers (and handed back by our polls), instead of
+ * bouncing between the requester that pushes our receive completions and
+ * our own send completions (docs/datapath.md). Each queue's completions
+ * keep their order (one ring each; a receive queue's flush goes to the
+ * shared ring, where its other completions are); a poll returns the
+ * private ring's first. A ring of our process: no claim record, and the
+ * wake is the same as any producer's.
+ */
+int hca_cq_push_sq(struct hca_cq *cq, const struct hca_cqe *c)
+{
+	struct hca_dev *dev = cq->ctx->dev;
+	struct hca_cq_ent *e = cq->ent;
+	struct hca_cqe stamped;
+
+	if (e->stamp) {
+		stamped = *c;
+		stamped.ts = hca_now_ns();
+		c = &stamped;
+	}
+	if (atomic_load_explicit(&e->overrun, memory_order_relaxed) ||
+	    hca_ring_push(atomic_load_explicit(&cq->sq_ring, memory_order_acquire), c,
+			  sizeof(*c))) {
+		if (!atomic_exchange(&e->overrun, 1))
+			hca_raise_cq_event(dev, cq->idx, IBV_EVENT_CQ_ERR);
+		return ENOSPC;
+	}
+	cq_wake(dev, e, cq->idx, cq->handle, c, false);
 	return 0;
 }
 
@@ -368,6 +502,8 @@ void hca_cq_prefetch(struct hca_dev *dev, uint32_t cq_idx)
 	hca_prefetchw(&r->head);
 	pos = atomic_load_explicit(&r->head, memory_order_relaxed);
 	hca_prefetchw(hca_ring_slot(r, pos));
+	if (r->stride > 64) /* the line a payload embedded in it goes to */
+		hca_prefetchw((char *)hca_ring_slot(r, pos) + 64);
 }
 
 /* A completion of our own QP into our own CQ (send completions, flushes). */
@@ -422,6 +558,8 @@ int hca_cq_poll(struct hca_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts)
 	struct hca_dev *dev = cq->ctx->dev;
 	struct hca_ring *ring;
 	struct hca_cqe c;
+	uint64_t pos;
+	void *slot;
 	int got = 0;
 
 	if (n < 0) {
@@ -443,9 +581,23 @@ int hca_cq_poll(struct hca_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts)
 	poll_link(dev, cq, k);
 	/* no lock: threads polling at once each pop whole entries (ring.h);
 	 * resize swaps the ring under poll_lock (see hca_cq_resize) */
-	ring = atomic_load_explicit(&cq->ring, memory_order_acquire);
+	ring = atomic_load_explicit(&cq->sq_ring, memory_order_acquire);
 	while (got < n && hca_ring_pop(ring, &c, sizeof(c)) == 0) {
-		if (c.inl) /* the payload lands before the completion is seen */
+		cqe_to_wc(&c, &wc[got]);
+		if (ts)
+			ts[got] = c.ts;
+		got++;
+	}
+	ring = atomic_load_explicit(&cq->ring, memory_order_acquire);
+	while (got < n && (slot = hca_ring_take(ring, HCA_RING_ANON, &pos))) {
+		memcpy(&c, slot, sizeof(c));
+		/* the payload lands before the completion is seen: from the
+		 * slot itself while we hold it (cq_embed.c), or from the
+		 * inline pool (cq_inline.c) */
+		if (c.inl == HCA_INL_EMBED)
+			hca_emb_take(dev, ring, pos, slot, &c);
+		hca_ring_release(ring, pos);
+		if (c.inl && c.inl != HCA_INL_EMBED)
 			hca_inl_take(dev, cq, &c);
 		cqe_to_wc(&c, &wc[got]);
 		if (ts)

@@ -204,53 +204,63 @@ uint16_t hca_inl_put(struct hca_dev *dev, struct hca_claim *cl, uint32_t cq_idx,
 }
 
 /*
- * The slot's target ranges as iovecs in our memory, each checked against
- * our memory regions; false if the slot is malformed or a range is no
- * longer registered for local write.
+ * Target ranges (from another process) as iovecs in our memory, each
+ * checked against our memory regions; false if they are malformed, do
+ * not add up to len, or one is no longer registered for local write.
  */
-static bool slot_targets(struct hca_dev *dev, const struct hca_inl_pool *p,
-			 const struct hca_inl_slot *s, struct iovec *iov)
+static bool inl_targets(struct hca_dev *dev, const struct hca_inl_iov *v, uint32_t niov,
+			uint32_t len, struct iovec *iov)
 {
 	uint64_t total = 0;
 
-	if (s->niov > HCA_MAX_SGE || s->len > p->max_len)
+	if (niov > HCA_MAX_SGE)
 		return false;
-	for (uint32_t j = 0; j < s->niov; j++) {
-		const struct hca_inl_iov *v = &s->iov[j];
-		struct hca_mr_ent *mr = hca_mr_lookup(dev->seg, v->lkey);
+	for (uint32_t j = 0; j < niov; j++) {
+		struct hca_mr_ent *mr = hca_mr_lookup(dev->seg, v[j].lkey);
 
 		if (!mr || mr->owner != dev->slot || mr->owner_gen != dev->gen ||
-		    !(mr->access & IBV_ACCESS_LOCAL_WRITE) || v->addr < mr->addr ||
-		    v->len > mr->length || v->addr - mr->addr > mr->length - v->len)
+		    !(mr->access & IBV_ACCESS_LOCAL_WRITE) || v[j].addr < mr->addr ||
+		    v[j].len > mr->length || v[j].addr - mr->addr > mr->length - v[j].len)
 			return false;
-		iov[j].iov_base = (void *)(uintptr_t)v->addr;
-		iov[j].iov_len = v->len;
-		total += v->len;
+		iov[j].iov_base = (void *)(uintptr_t)v[j].addr;
+		iov[j].iov_len = v[j].len;
+		total += v[j].len;
 	}
-	return total == s->len;
+	return total == len;
 }
 
 /*
- * Copy a slot's payload out (COPYING held); false if it was refused. The
- * lkeys are checked and the bytes land inside one copy section: a dereg
- * of the receive buffer waits for it, or refuses it (fence.c).
+ * Copy len bytes at data into the target ranges v (their sizes already
+ * checked against what holds them); false if refused. The lkeys are
+ * checked and the bytes land inside one copy section: a dereg of the
+ * receive buffer waits for it, or refuses it (fence.c). Also the copy of
+ * payloads embedded in a completion (cq_embed.c).
  */
-static bool slot_copy(struct hca_dev *dev, const struct hca_inl_pool *p,
-		      const struct hca_inl_slot *s)
+bool hca_inl_copy_in(struct hca_dev *dev, const struct hca_inl_iov *v, uint32_t niov,
+		     uint32_t len, const void *data)
 {
 	struct iovec to[HCA_MAX_SGE], from;
 	struct hca_fence f;
 	bool ok;
 
 	hca_fence_enter(dev, &f);
-	ok = slot_targets(dev, p, s, to);
+	ok = inl_targets(dev, v, niov, len, to);
 	if (ok) {
-		from.iov_base = inl_data(s, s->niov);
-		from.iov_len = s->len;
-		hca_iov_copy(to, (int)s->niov, &from, 1);
+		from.iov_base = (void *)data;
+		from.iov_len = len;
+		hca_iov_copy(to, (int)niov, &from, 1);
 	}
 	hca_fence_exit(&f);
 	return ok;
+}
+
+/* A slot's payload out (COPYING held); false if it was refused. */
+static bool slot_copy(struct hca_dev *dev, const struct hca_inl_pool *p,
+		      const struct hca_inl_slot *s)
+{
+	if (s->niov > HCA_MAX_SGE || s->len > p->max_len)
+		return false;
+	return hca_inl_copy_in(dev, s->iov, s->niov, s->len, inl_data(s, s->niov));
 }
 
 /*
@@ -311,9 +321,10 @@ void hca_inl_drop(struct hca_dev *dev, uint32_t cq_idx, uint16_t inl)
 
 /*
  * Progress thread: copy every payload that waits in the pools of our
- * CQs, so that data lands even in a process that does not poll. Under
- * the segment lock, which CQ creation and destruction take: no pool is
- * freed under us. At most once in HCA_INL_SWEEP_NS: the thread's timer
+ * CQs, or in their rings' slots (cq_embed.c), so that data lands even in
+ * a process that does not poll. Under the segment lock, which CQ
+ * creation, resize and destruction take: no pool or ring is freed under
+ * us. At most once in HCA_INL_SWEEP_NS: the thread's timer
  * also fires for every retransmission deadline of the UDP link.
  */
 void hca_inl_sweep(struct hca_dev *dev)
@@ -322,7 +333,8 @@ void hca_inl_sweep(struct hca_dev *dev)
 	uint32_t hi = atomic_load_explicit(&dev->inl_cq_hi, memory_order_relaxed);
 	uint64_t now;
 
-	if (!atomic_load_explicit(&dev->inl_cqs, memory_order_relaxed))
+	if (!atomic_load_explicit(&dev->inl_cqs, memory_order_relaxed) &&
+	    !atomic_load_explicit(&dev->emb_cqs, memory_order_relaxed))
 		return;
 	now = hca_now_ns();
 	if (now - dev->inl_swept_ns < HCA_INL_SWEEP_NS)
@@ -333,6 +345,8 @@ void hca_inl_sweep(struct hca_dev *dev)
 		struct hca_cq *cq = dev->cq_tab[i];
 		struct hca_inl_pool *p;
 
+		if (cq && cq->ring->stride > 64)
+			hca_emb_sweep_ring(dev, cq->ring);
 		if (!cq || !(p = hca_seg_ptr(seg, cq->ent->inl_off)))
 			continue;
 		for (uint32_t k = 0; k < p->nslots; k++) {

@@ -172,7 +172,9 @@ struct hca_dev {
 	_Atomic bool link_paused;
 	_Atomic int inl_cqs;    /* our CQs with an inline pool (cq_inline.c) */
 	_Atomic uint32_t claim_bits; /* our claim cells in use (claim.c) */
-	_Atomic uint32_t inl_cq_hi; /* above the highest index of one of them */
+	_Atomic uint32_t inl_cq_hi; /* above the highest index of one of them,
+				     * or of one with wide slots (emb_cqs) */
+	_Atomic int emb_cqs;    /* our CQs whose slots carry payloads (cq_embed.c) */
 	uint64_t inl_swept_ns;  /* the progress thread's last sweep */
 	/* the progress thread's one-shot watch of the link socket: whether
 	 * it is armed, and how many application threads sleep on the socket
@@ -304,12 +306,41 @@ static inline struct hca_inl_slot *hca_inl_slot(struct hca_inl_pool *p, uint32_t
 	return (struct hca_inl_slot *)((char *)p + 128 + (uint64_t)k * p->stride);
 }
 
+/*
+ * A receive completion that carries its payload (cq_embed.c states the
+ * protocol): a CQ's ring slots span HCA_EMB_LINES cache lines, and a
+ * small SEND's target ranges and bytes follow the completion in the slot
+ * the requester claims, with no inline-pool slot at all.
+ */
+#define HCA_INL_EMBED     0xffffu /* hca_cqe.inl: the payload follows it */
+#define HCA_EMB_LINES     2       /* measured (docs/datapath.md) */
+#define HCA_EMB_LINES_MAX 4       /* SOFTIB_CQE_LINES may ask up to this */
+#define HCA_EMB_CAP_MAX   65536   /* larger CQs keep one-line slots */
+#define HCA_EMB_EXT_MAX   (HCA_EMB_LINES_MAX * 64 - 64)
+struct hca_cqe_emb {
+	_Atomic uint64_t state;  /* pos << 8 | kind */
+	uint32_t len, niov;
+	struct hca_inl_iov iov[]; /* niov ranges, then len bytes */
+};
+/* A completion and what may follow it in its slot, as pushed. */
+struct hca_cqe_buf {
+	struct hca_cqe c;
+	uint64_t ext[HCA_EMB_EXT_MAX / 8];
+};
+
 struct hca_cq {
 	struct hca_ctx *ctx;
 	uint32_t idx, handle;
 	struct hca_cq_ent *ent;
 	struct hca_ring *_Atomic ring;  /* swapped by resize; polls load it */
 	uint64_t ring_size;
+	/* our own send queues' completions: a ring in our private memory,
+	 * so that the shared ring's head and slots are written by the
+	 * remote producers alone (cq.c hca_cq_push_sq); resize swaps it and
+	 * keeps the old ones until destroy (a lock-free poll may hold one) */
+	struct hca_ring *_Atomic sq_ring;
+	struct hca_ring **sq_old;
+	int nsq_old;
 	int cqe;
 	int flags;
 	struct hca_chan *chan;
@@ -580,11 +611,16 @@ int hca_chan_signal(struct hca_dev *dev, uint16_t owner, uint32_t owner_gen,
 		    uint32_t chan, uint32_t cq_idx, uint32_t handle);
 
 /* cq.c */
+int hca_cq_push_sq(struct hca_cq *cq, const struct hca_cqe *c);
+uint32_t hca_cq_count(struct hca_cq *cq);
 int hca_cq_push(struct hca_dev *dev, uint32_t cq_idx, const struct hca_cqe *c,
 		bool solicited);
 void hca_cq_prefetch(struct hca_dev *dev, uint32_t cq_idx);
 int hca_cq_push_claim(struct hca_dev *dev, struct hca_claim *cl, uint32_t cq_idx,
 		      const struct hca_cqe *c, bool solicited, bool releases);
+int hca_cq_push_body(struct hca_dev *dev, struct hca_claim *cl, uint32_t cq_idx,
+		     const struct hca_cqe_buf *b, uint32_t len, bool solicited,
+		     bool releases);
 struct hca_cq_ent *hca_cq_ent(struct hca_dev *dev, uint32_t cq_idx);
 void hca_cq_ent_free(struct hca_seg *seg, struct hca_cq_ent *e);
 bool hca_cq_event_take(struct hca_cq *cq);
@@ -599,7 +635,7 @@ bool hca_claim_take_wqe(struct hca_seg *seg, struct hca_claim *c, struct hca_rin
 			const struct hca_claim_ring *ref);
 int hca_claim_push(struct hca_seg *seg, struct hca_claim *c, struct hca_ring *r,
 		   const struct hca_claim_ring *ref, const void *body, uint32_t len,
-		   bool releases);
+		   bool releases, uint32_t stamp_at);
 uint64_t hca_claim_inl_begin(struct hca_seg *seg, struct hca_claim *c, uint32_t cq,
 			     uint32_t handle, uint64_t pool_off);
 void hca_claim_inl_try(struct hca_claim *c, uint32_t k);
@@ -618,6 +654,20 @@ uint16_t hca_inl_put(struct hca_dev *dev, struct hca_claim *cl, uint32_t cq_idx,
 void hca_inl_take(struct hca_dev *dev, struct hca_cq *cq, struct hca_cqe *c);
 void hca_inl_drop(struct hca_dev *dev, uint32_t cq_idx, uint16_t inl);
 void hca_inl_sweep(struct hca_dev *dev);
+bool hca_inl_copy_in(struct hca_dev *dev, const struct hca_inl_iov *v, uint32_t niov,
+		     uint32_t len, const void *data);
+
+/* cq_embed.c */
+uint32_t hca_emb_body(uint32_t cap);
+uint32_t hca_emb_room(struct hca_dev *dev, uint32_t cq_idx, int ndst);
+uint32_t hca_emb_build(struct hca_cqe_buf *b, const struct iovec *src, int nsrc,
+		       const struct iovec *dst, const uint32_t *lkeys, int ndst,
+		       uint32_t len);
+void hca_emb_take(struct hca_dev *dev, struct hca_ring *r, uint64_t pos, void *body,
+		  struct hca_cqe *c);
+void hca_emb_sweep_ring(struct hca_dev *dev, struct hca_ring *r);
+void hca_emb_restamp(void *body, uint64_t pos);
+uint64_t hca_emb_ready(uint64_t pos);
 
 /* iov.c */
 void hca_iov_copy(const struct iovec *dst, int ndst,

@@ -365,13 +365,19 @@ enum ibv_qp_state hca_qp_state(struct hca_qp *qp)
 
 /* ---- error state and flush ---- */
 
+/* A send queue's flush goes where its completions go (hca_cq_push_sq),
+ * a receive queue's where the remote producers put its completions: each
+ * queue's completions stay in order. */
 static void push_flush(struct hca_qp *qp, struct hca_cq *cq, uint64_t wr_id,
-		       enum ibv_wc_opcode op)
+		       enum ibv_wc_opcode op, bool sq)
 {
 	struct hca_cqe c = { .wr_id = wr_id, .status = IBV_WC_WR_FLUSH_ERR,
 			     .opcode = op, .qp_num = qp->qpn };
 
-	hca_cq_push(qp->dev, cq->idx, &c, false);
+	if (sq)
+		hca_cq_push_sq(cq, &c);
+	else
+		hca_cq_push(qp->dev, cq->idx, &c, false);
 }
 
 void hca_qp_flush_rq(struct hca_qp *qp)
@@ -382,7 +388,7 @@ void hca_qp_flush_rq(struct hca_qp *qp)
 		return;
 	/* only the header is needed: copy that much of each WQE */
 	while (hca_ring_pop(qp->rq, buf, sizeof(buf)) == 0)
-		push_flush(qp, qp->rcq, ((struct hca_rwqe *)buf)->wr_id, IBV_WC_RECV);
+		push_flush(qp, qp->rcq, ((struct hca_rwqe *)buf)->wr_id, IBV_WC_RECV, false);
 }
 
 /* Every WQE still in the SQ completes with IBV_WC_WR_FLUSH_ERR (sq_lock held). */
@@ -391,7 +397,7 @@ void hca_qp_flush_sq(struct hca_qp *qp)
 	while (qp->sq_head != qp->sq_tail) {
 		struct hca_swqe *w = &qp->sq[qp->sq_head & (qp->cap.max_send_wr - 1)];
 
-		push_flush(qp, qp->scq, w->wr.wr_id, hca_engine.wc_opcode(w->wr.opcode));
+		push_flush(qp, qp->scq, w->wr.wr_id, hca_engine.wc_opcode(w->wr.opcode), true);
 		qp->sq_head++;
 	}
 	qp->sq_next = qp->sq_head;

@@ -49,10 +49,13 @@
  *    shared-memory link — consumes (resp.c take_rwqe), with a claim
  *    record; a reclaimer re-posts a WQE its dead taker held (claim.c).
  *  - CQ: whoever completes work produces: another process with a claim
- *    record (a requester writing the target's receive completions), the
- *    owner anonymously (its own send completions and flushes: cq.c
- *    push_anon); the owner consumes (hca_cq_poll; several of its threads
- *    at once are fine).
+ *    record (a requester writing the target's receive completions, with
+ *    a small payload in the slot's further lines: cq_embed.c), the owner
+ *    anonymously (its receive queues' flushes, the UDP link's receive
+ *    completions: cq.c push_anon); the owner consumes (hca_cq_poll;
+ *    several of its threads at once are fine). The owner's send
+ *    completions go to a second ring of the same shape in its private
+ *    memory (struct hca_cq.sq_ring), which only its threads touch.
  */
 #ifndef HCA_RING_H
 #define HCA_RING_H

@@ -595,6 +595,14 @@ uint64_t hca_heap_alloc_rec(struct hca_seg *seg, uint64_t size, struct hca_heap_
 			while (go < order && !(g & (1ULL << go)) &&
 			       g + (2ULL << go) <= start)
 				go++;
+			/* the free-list link is the block's first word: its
+			 * page too is allocated before it is written (a full
+			 * tmpfs: SIGBUS otherwise). On failure the bump stops
+			 * where the gaps given so far end */
+			if (heap_populate(seg, seg->heap_off + g, sizeof(uint64_t))) {
+				seg->heap_bump = g;
+				return 0;
+			}
 			heap_release(seg, seg->heap_off + g, go);
 			hca_die_at(HCA_DIE_HEAP_GAP);
 			g += 1ULL << go;

@@ -56,8 +56,12 @@ struct hca_msg {
 	struct hca_claim *claim; /* the cell holding the receive WQE until
 				  * the deferred completion is pushed */
 	uint32_t deferred_cq;
-	struct hca_cqe deferred_cqe;
+	uint32_t deferred_len;   /* bytes of deferred_cqe to push */
+	/* not cleared by build_msg (HCA_MSG_CLEAR): written before read */
+	struct hca_cqe_buf deferred_cqe; /* the completion, and the payload
+					  * embedded after it (cq_embed.c) */
 };
+#define HCA_MSG_CLEAR offsetof(struct hca_msg, deferred_cqe)
 
 
 #define HCA_COUNT(e, field) \

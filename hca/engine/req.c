@@ -252,7 +252,7 @@ static enum ibv_wc_status build_msg(struct hca_qp *qp, struct hca_swqe *w,
 	const struct hca_opcode *op = hca_opcode_get(w->wr.opcode);
 	enum ibv_wc_status st;
 
-	memset(m, 0, sizeof(*m));
+	memset(m, 0, HCA_MSG_CLEAR);
 	st = hca_req_local_iov(qp, w, iov, &m->iovcnt);
 	if (st)
 		return st;
@@ -335,7 +335,7 @@ void hca_req_complete(struct hca_qp *qp, struct hca_swqe *w, enum ibv_wc_status 
 		return;
 	if (op && (op->flags & (HCA_OPF_READ | HCA_OPF_ATOMIC)))
 		c.byte_len = w->total_len;
-	hca_cq_push(qp->dev, qp->scq->idx, &c, false);
+	hca_cq_push_sq(qp->scq, &c);
 }
 
 /* A requester error: the WQE completes in error, the QP errs and flushes. */
@@ -401,8 +401,8 @@ static const enum ibv_wc_status nak_status[] = {
 static void push_deferred(struct hca_qp *qp, struct hca_msg *m)
 {
 	if (m->deferred) {
-		hca_cq_push_claim(qp->dev, m->claim, m->deferred_cq, &m->deferred_cqe,
-				  m->solicited, true);
+		hca_cq_push_body(qp->dev, m->claim, m->deferred_cq, &m->deferred_cqe,
+				 m->deferred_len, m->solicited, true);
 		hca_claim_put(qp->dev, m->claim);
 		m->claim = NULL;
 		m->deferred = false;
@@ -418,9 +418,6 @@ static bool exec_head_fenced(struct hca_qp *qp)
 	enum ibv_wc_status st;
 	struct hca_msg m;
 
-	/* our send completion's lines, asked for ahead (hca_cq_prefetch) */
-	if (qp->sq_sig_all || (w->wr.send_flags & IBV_SEND_SIGNALED))
-		hca_cq_prefetch(qp->dev, qp->scq->idx);
 	st = build_msg(qp, w, &m, iov);
 	if (st) {
 		hca_req_fail_head(qp, w, st);

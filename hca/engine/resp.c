@@ -43,6 +43,8 @@ struct resp_ctx {
 	uint32_t pd;
 	uint32_t rcq;
 	uint32_t srq;         /* HCA_NONE: the QP's own RQ */
+	uint32_t emb_room;    /* payload bytes the receive CQ's slot holds
+			       * beside one range (resp_prefetch) */
 };
 
 static bool state_receives(uint8_t s)
@@ -193,9 +195,14 @@ static enum ibv_wc_status rwqe_iov(struct resp_ctx *r, const struct rwqe_buf *w,
 	return room < need ? IBV_WC_LOC_LEN_ERR : IBV_WC_SUCCESS;
 }
 
-/* The completion of the WQE cl holds; cl is given back once it is out. */
+/*
+ * The completion of the WQE cl holds; cl is given back once it is out.
+ * With inl HCA_INL_EMBED, the payload waits in m->deferred_cqe after it
+ * (ext bytes in all: recv_inline).
+ */
 static void push_recv_cqe(struct resp_ctx *r, struct hca_claim *cl, uint64_t wr_id,
-			  enum ibv_wc_status st, uint32_t byte_len, uint16_t inl)
+			  enum ibv_wc_status st, uint32_t byte_len, uint16_t inl,
+			  uint32_t ext)
 {
 	struct hca_cqe c = { .wr_id = wr_id, .status = st, .qp_num = r->qpn,
 			     .src_qp = r->m->src_qpn, .slid = r->m->slid,
@@ -208,14 +215,16 @@ static void push_recv_cqe(struct resp_ctx *r, struct hca_claim *cl, uint64_t wr_
 	}
 	if (r->m->type == IBV_QPT_UD && r->m->ah && r->m->ah->is_global)
 		c.wc_flags |= IBV_WC_GRH;
+	r->m->deferred_cqe.c = c;
+	r->m->deferred_len = inl == HCA_INL_EMBED ? ext : sizeof(c);
 	if (r->m->defer_recv_cqe) {
 		r->m->deferred = true;
 		r->m->claim = cl;
 		r->m->deferred_cq = r->rcq;
-		r->m->deferred_cqe = c;
 		return;
 	}
-	hca_cq_push_claim(r->dev, cl, r->rcq, &c, r->m->solicited, true);
+	hca_cq_push_body(r->dev, cl, r->rcq, &r->m->deferred_cqe, r->m->deferred_len,
+			 r->m->solicited, true);
 	hca_claim_put(r->dev, cl);
 }
 
@@ -249,19 +258,27 @@ static void build_grh(struct resp_ctx *r, uint8_t *grh)
 }
 
 /*
- * Toward another process, a payload up to the receive CQ's inline
- * threshold goes through the CQ's pool (cq_inline.c), not CMA: the
- * owner copies it out as it polls. Returns the slot for the CQE, or 0.
+ * Toward another process, a payload that fits in a slot of the receive
+ * CQ's ring beside its target ranges rides in the completion itself
+ * (cq_embed.c: HCA_INL_EMBED, *ext the bytes to push); one up to the
+ * CQ's inline threshold goes through the CQ's pool (cq_inline.c); the
+ * owner copies either out as it polls. Returns the slot for the CQE,
+ * or 0 (CMA).
  */
 static uint16_t recv_inline(struct resp_ctx *r, struct hca_claim *cl,
 			    const struct iovec *liov, int nl,
 			    const struct iovec *tiov, const uint32_t *lkeys, int nt,
-			    uint64_t need)
+			    uint64_t need, uint32_t *ext)
 {
 	if (r->owner == r->dev->slot && r->owner_gen == r->dev->gen)
 		return 0; /* our own memory: memcpy is as good */
 	if (need > hca_inl_max())
 		return 0;
+	if (need <= r->emb_room && (nt <= 1 || need <= hca_emb_room(r->dev, r->rcq, nt))) {
+		*ext = hca_emb_build(&r->m->deferred_cqe, liov, nl, tiov, lkeys, nt,
+				     (uint32_t)need);
+		return HCA_INL_EMBED;
+	}
 	return hca_inl_put(r->dev, cl, r->rcq, liov, nl, tiov, lkeys, nt, (uint32_t)need);
 }
 
@@ -285,6 +302,7 @@ static enum hca_resp_status resp_recv(struct resp_ctx *r, bool carries_data)
 	struct hca_claim *cl;
 	enum ibv_wc_status st;
 	uint16_t inl = 0;
+	uint32_t ext = 0;
 	int nt, nl = 0, rc;
 
 	if (!(cl = take_rwqe(r)))
@@ -299,7 +317,7 @@ static enum hca_resp_status resp_recv(struct resp_ctx *r, bool carries_data)
 		}
 		memcpy(liov + nl, m->iov, (size_t)m->iovcnt * sizeof(*liov));
 		nl += m->iovcnt;
-		inl = recv_inline(r, cl, liov, nl, tiov, lkeys, nt, need);
+		inl = recv_inline(r, cl, liov, nl, tiov, lkeys, nt, need, &ext);
 		rc = inl ? 0 : hca_link_host->mem_write(r->dev, r->owner, r->owner_gen,
 							liov, nl, tiov, lkeys, nt);
 		/* the target died: its queues go with it; or its QP was
@@ -314,7 +332,8 @@ static enum hca_resp_status resp_recv(struct resp_ctx *r, bool carries_data)
 		if (rc)
 			st = IBV_WC_LOC_PROT_ERR; /* the target range is not mapped */
 	}
-	push_recv_cqe(r, cl, w->h.wr_id, st, (uint32_t)(carries_data ? need : m->len), inl);
+	push_recv_cqe(r, cl, w->h.wr_id, st, (uint32_t)(carries_data ? need : m->len), inl,
+		      ext);
 	if (st == IBV_WC_SUCCESS)
 		return HCA_RESP_ACK;
 	if (ud)
@@ -525,7 +544,9 @@ static void resp_prefetch(struct resp_ctx *r)
 	if (ring)
 		hca_prefetchw(hca_ring_slot(ring, atomic_load_explicit(
 			&ring->tail, memory_order_relaxed)));
-	if (r->m->len <= hca_inl_max()) /* larger ones go by CMA */
+	/* larger ones go by CMA; smaller ones in the CQ's slot (one range) */
+	r->emb_room = hca_emb_room(r->dev, r->rcq, 1);
+	if (r->m->len <= hca_inl_max() && r->m->len > r->emb_room)
 		hca_inl_prefetch(r->dev, r->rcq);
 	hca_cq_prefetch(r->dev, r->rcq);
 }

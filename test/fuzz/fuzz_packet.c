@@ -422,6 +422,40 @@ static void inline_slot(uint8_t sel, bool steer, const uint8_t *d, size_t len)
 }
 
 /*
+ * A receive completion with its payload embedded in its CQ slot
+ * (hca/core/cq_embed.c) as another process might have written it: the
+ * record's bytes become what follows the completion's state word in the
+ * slot (len, niov, target ranges and lkeys, data), the push stamps it
+ * READY at the slot's position, and the poll copies the payload out —
+ * only into our regions with local write access, never past a range or
+ * the slot. With `steer`, as for inline_slot.
+ */
+static void embedded_slot(bool steer, const uint8_t *d, size_t len)
+{
+	struct hca_cqe_buf b = { .c = { .wr_id = 0x1712, .opcode = IBV_WC_RECV,
+					.inl = HCA_INL_EMBED } };
+	struct hca_cqe_emb *x = (struct hca_cqe_emb *)b.ext;
+	uint32_t body = atomic_load(&F.cq->ring)->stride - 8;
+	size_t head = sizeof(b.c) + sizeof(x->state);
+	struct hca_claim *cl;
+
+	if (body <= head)
+		return; /* slots of one line: nothing is embedded */
+	if (len > body - head)
+		len = body - head;
+	memcpy((uint8_t *)x + sizeof(x->state), d, len);
+	if (steer && len >= offsetof(struct hca_cqe_emb, iov) + sizeof(x->iov[0])) {
+		x->iov[0].addr = (uintptr_t)F.reg[R_LOCAL] + (x->iov[0].addr & 0x3fff);
+		x->iov[0].len &= 0x3fff;
+		x->iov[0].lkey = F.keys[R_LOCAL];
+	}
+	cl = hca_claim_get(F.dev);
+	hca_cq_push_body(F.dev, cl, F.cq->idx, &b, (uint32_t)(head + len), false, false);
+	hca_claim_put(F.dev, cl);
+	drain();
+}
+
+/*
  * The input, record after record:
  *   packet: ctl (bit 7 clear: P_* flags), sel, len (16 bits, little
  *           endian; clipped to what is left), then len bytes: one datagram
@@ -429,8 +463,9 @@ static void inline_slot(uint8_t sel, bool steer, const uint8_t *d, size_t len)
  *   action: ctl (bits 7-6 = 10; bits 0-1: post send, post receive,
  *           modify QP, run), then 6 argument bytes (zeros past the end of
  *           the input)
- *   inline slot: ctl (bits 7-6 = 11; bit 0: steer), sel (the slot the
- *           completion names, 0: none), len (16 bits, little endian;
+ *   inline slot: ctl (bits 7-6 = 11; bit 0: steer; bit 1: embedded in
+ *           the completion's CQ slot instead, sel unused), sel (the slot
+ *           the completion names, 0: none), len (16 bits, little endian;
  *           clipped), then len bytes: the slot past its state word
  * The device is drained after every record.
  */
@@ -446,7 +481,10 @@ static size_t next_record(const uint8_t *d, size_t n)
 		len = d[2] | (size_t)d[3] << 8;
 		if (len > n - 4)
 			len = n - 4;
-		inline_slot(d[1], ctl & 1, d + 4, len);
+		if (ctl & 2)
+			embedded_slot(ctl & 1, d + 4, len);
+		else
+			inline_slot(d[1], ctl & 1, d + 4, len);
 		return 4 + len;
 	}
 	if (ctl & 0x80) {

@@ -232,6 +232,31 @@ int fuzz_write_seeds(const char *dir)
 		s.n += sizeof(rec);
 		SEED("inline_slot");
 	}
+	/* payloads embedded in a completion's CQ slot: one well formed
+	 * (steered, 32 bytes), one with more ranges than a WQE has */
+	{
+		struct {
+			uint32_t len, niov;
+			struct hca_inl_iov iov[1];
+			uint8_t data[32];
+		} e = { .len = 32, .niov = 1, .iov = { { .addr = 256, .len = 32 } } };
+		uint8_t rec[4 + sizeof(e)];
+
+		for (int i = 0; i < 32; i++)
+			e.data[i] = (uint8_t)(i * 5 + 1);
+		rec[0] = 0xc3;
+		rec[1] = 0;
+		rec[2] = (uint8_t)sizeof(e);
+		rec[3] = 0;
+		memcpy(rec + 4, &e, sizeof(e));
+		memcpy(s.d + s.n, rec, sizeof(rec));
+		s.n += sizeof(rec);
+		e.niov = 40;
+		memcpy(rec + 4, &e, sizeof(e));
+		memcpy(s.d + s.n, rec, sizeof(rec));
+		s.n += sizeof(rec);
+		SEED("embedded_slot");
+	}
 #undef SEED
 #undef H
 	return bad;

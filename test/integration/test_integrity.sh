@@ -74,18 +74,42 @@ for mode in cma nocma; do
 	done
 done
 
-# A receiver that never polls still gets an inline payload: its progress
-# thread copies it, and the completion that follows is whole.
+# Payloads embedded in the receive completion's CQ slot (hca/core/cq_embed.c):
+# the slot's width moves the threshold — 1 line (off: every small payload
+# through the inline pool), 3 and 4 lines (up to 96 and 160 B beside one
+# range, UD's GRH included, fewer beside more ranges); 2 lines, the default,
+# run above. About a third of the size mix is 1-64 B with 1-4 SGEs on each
+# side, so every width sees payloads on both sides of its threshold.
 for mode in cma nocma; do
 	nocma=0
 	[ $mode = nocma ] && nocma=1
-	log=$SIB_TMP/nopoll.$mode.log
-	if sib_run 60 env SOFTIB_NO_CMA=$nocma build/test/inline_nopoll >"$log" 2>&1; then
-		pass "inline payload lands without a poll ($mode): $(cat "$log")"
-	else
-		fail "inline payload lands without a poll ($mode)"
-		cat "$log"
-	fi
+	for l in 1 3 4; do
+		integrity "rc+uc+ud, CQ slots of $l lines, $((n / 5)) messages ($mode)" \
+			SOFTIB_NO_CMA=$nocma SOFTIB_CQE_LINES=$l -- \
+			-p 3 -q 2 -t all -n $((n / 5)) -s $((21 + l))
+	done
+done
+
+# A receiver that never polls still gets an inline payload: its progress
+# thread copies it, and the completion that follows is whole — 31 B ride
+# in the completion's slot, 300 B in the inline pool. Then the same
+# payloads queued in a CQ that is resized before the poll: they move
+# with their completions to the new ring (a position of its own).
+for mode in cma nocma; do
+	nocma=0
+	[ $mode = nocma ] && nocma=1
+	for len in 31 300; do
+		for how in "" resize; do
+			log=$SIB_TMP/nopoll.$mode.$len.$how.log
+			if sib_run 60 env SOFTIB_NO_CMA=$nocma build/test/inline_nopoll $len $how \
+				>"$log" 2>&1; then
+				pass "inline payload ($mode): $(cat "$log")"
+			else
+				fail "inline payload ($mode, $len B${how:+, $how})"
+				cat "$log"
+			fi
+		done
+	done
 done
 
 # The UDP link between the processes of this host (SOFTIB_LINK=udp): the
