@@ -64,6 +64,15 @@ none=$(bench/targets.sh -P "$empty" 2>&1)
 check "an empty directory: the table prints, every row not run" \
 	test "$(grep -cE '^1[0-3] .* not run: ' <<<"$none")" -eq "$(grep -cE '^1[0-3] ' <<<"$none")"
 
+nr=$SIB_TMP/noroot
+cp -r "$fx" "$nr"
+echo "needs root (ip netns)" >"$nr/mpi_vs.2hosts.skip"
+sed -i '/^target 2hosts /d' "$nr/mpi_vs.txt" # as mpi_vs.sh -S 1host prints
+nro=$(bench/targets.sh -P "$nr" -i 13 2>&1)
+check "13 without root: the 2-host rows say why, the host rows stay" \
+	test "$(grep -cE '^13 .*2 hosts.* not run: needs root \(ip netns\)$' <<<"$nro")" -eq 4 -a \
+	"$(grep -cE '^13 .*, host.* (met|missed)$' <<<"$nro")" -eq 4
+
 # bench/mpi_vs.sh -P: the target lines from the data files alone
 cp -r test/integration/data/targets_mpi_vs "$SIB_TMP/mv"
 mv_out=$(bench/mpi_vs.sh -P -b "lat bw" -o "$SIB_TMP/mv" 2>/dev/null)
