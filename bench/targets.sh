@@ -74,8 +74,9 @@ run() {
 	local name=$1 t0=$SECONDS rc=0
 	shift
 	rm -f "$OUT/$name".*
-	echo "$*" >"$OUT/$name.cmd"
-	printf '# %-18s %s ... ' "$name" "$*"
+	# the command line as a shell reads it back (quotes kept)
+	printf '%q ' "$@" | sed 's/ $//' >"$OUT/$name.cmd"
+	printf '# %-18s %s ... ' "$name" "$(cat "$OUT/$name.cmd")"
 	# through bash: a script's execute bit is not needed
 	timeout -k 10 "${TARGETS_TIMEOUT:-600}" bash "$@" >"$OUT/$name.txt" 2>&1 </dev/null || rc=$?
 	echo "$rc" >"$OUT/$name.rc"
