@@ -305,6 +305,60 @@ plot() {
 	gnuplot "$DATA/$b.gp" 2>"$DATA/$b.gp.err" || echo "mpi_vs: gnuplot failed for $b (see $DATA/$b.gp.err)" >&2
 }
 
+# targets: issue 13's targets, one line each, from the tables' data:
+#   target SETTING BENCH SIZE softib V ANCHOR V ratio R OP LIMIT MET|MISSED
+# (bench/targets.sh reads them). SIZE "worst:N" is the size of the worst
+# ratio to tcp over every size both ran ("faster than tcp at every size").
+targets() {
+	local f=$DATA/%s.%s.%s.dat
+	echo
+	echo "# issue 13's targets (softib against the same run's anchors)"
+	# target_at SETTING BENCH SIZE ANCHOR-FILE ANCHOR OP LIMIT
+	target_at() {
+		local sf
+		# shellcheck disable=SC2059 # $f is the format
+		sf=$(printf "$f" "$2" "$1" softib)
+		[ -s "$sf" ] && [ -s "$4" ] || return 0
+		awk -v set="$1" -v b="$2" -v size="$3" -v an="$5" -v op="$6" -v lim="$7" '
+		FNR == 1 { fi++ }
+		{ v[fi, $1] = $2 }
+		END {
+			if (size ~ /^worst/) {
+				# the worst ratio over the sizes both have
+				for (k in v) { split(k, p, SUBSEP)
+					if (p[1] != 1 || !((2, p[2]) in v) || v[2, p[2]] <= 0) continue
+					r = v[1, p[2]] / v[2, p[2]]
+					if (w == "" || (op == "<" ? r > wr : r < wr)) { w = p[2]; wr = r } }
+				if (w == "") exit
+				s = w; label = "worst:" w
+			} else { s = size; label = size
+				if (!((1, s) in v) || !((2, s) in v) || v[2, s] <= 0) exit }
+			r = v[1, s] / v[2, s]
+			ok = op == "<=" ? r <= lim : op == ">=" ? r >= lim : op == "<" ? r < lim : r > lim
+			printf "target %s %s %s softib %.2f %s %.2f ratio %.2f %s %s %s\n", set, b,
+			       label, v[1, s], an, v[2, s], r, op, lim, ok ? "MET" : "MISSED"
+		}' "$sf" "$4"
+	}
+	local b
+	for b in $BENCHES; do
+		case $b in lat | bw) ;; *) continue ;; esac
+		if [ "$b" = lat ]; then
+			# shellcheck disable=SC2059
+			target_at 1host lat 8 "$(printf "$f" lat 1host vader)" vader "<=" 1.2
+			target_at 2hosts lat 8 "$DATA/floor.2hosts.lat.dat" raw_udp "<=" 1.5
+		else
+			# shellcheck disable=SC2059
+			target_at 1host bw 1048576 "$(printf "$f" bw 1host vader)" vader ">=" 1.0
+			target_at 2hosts bw 1048576 "$DATA/floor.2hosts.bw.dat" raw_udp_stream ">=" 0.8
+		fi
+		for setting in $SETTINGS; do
+			# shellcheck disable=SC2059
+			target_at "$setting" "$b" worst "$(printf "$f" "$b" "$setting" tcp)" tcp \
+				"$([ "$b" = lat ] && echo "<" || echo ">")" 1.0
+		done
+	done
+}
+
 # ---- the run ------------------------------------------------------------
 
 run_all() {
@@ -351,6 +405,7 @@ for b in $BENCHES; do
 	for setting in $SETTINGS; do table "$b" "$setting"; done
 	plot "$b"
 done | tee -a "$SUMMARY"
+targets | tee -a "$SUMMARY"
 {
 	echo
 	echo "# load at end:$(uptime | sed 's/.*load average//')"
