@@ -52,6 +52,14 @@
  * reply rather than every one (each is a datagram the peer reads), and
  * still before the sweep would send it alone */
 #define HCA_ACK_HOST_RIDE_NS (HCA_ACK_COALESCE_NS * 4 / 5)
+/*
+ * An XRC receive QP sends no packet of its own: an ACK it was asked for
+ * would go alone at the requester's next empty poll of any CQ — in the
+ * MPI component's ping-pong (every send signalled: its callback) before
+ * the reply is even posted, a send() and a datagram per message. It
+ * waits this long for a packet to that host (the reply) to ride with.
+ */
+#define HCA_ACK_TGT_ASKED_NS 20000ULL
 /* an application that woke from a sleep for completions this recently
  * sleeps again soon: its ACKs ride (as dev.c's HCA_POLL_GRACE_NS) */
 #define HCA_ACK_SLEEPER_NS 200000ULL
@@ -202,12 +210,17 @@ static bool due(struct hca_qp *qp, enum hca_ack_flush what, uint64_t now)
 
 	if (!v || what == HCA_ACKS_ALL)
 		return true; /* nothing owed: leaves the list */
-	if (v & HCA_ACK_ASKED)
+	if ((v & HCA_ACK_ASKED) && qp->type != IBV_QPT_XRC_RECV)
 		return true;
-	if (what != HCA_ACKS_SWEEP)
+	if (what == HCA_ACKS_ASKED && !(v & HCA_ACK_ASKED))
 		return false;
+	if (!now)
+		now = hca_now_ns();
 	seen = atomic_load_explicit(&qp->ack_seen_ns, memory_order_relaxed);
-	return now - seen >= HCA_ACK_COALESCE_NS;
+	/* an XRC receive QP's asked ACK waits a little for a packet to its
+	 * host to ride with (hca_udp_ack_take_host) */
+	return now - seen >= ((v & HCA_ACK_ASKED) ? HCA_ACK_TGT_ASKED_NS : HCA_ACK_COALESCE_NS) &&
+	       (what == HCA_ACKS_SWEEP || (v & HCA_ACK_ASKED));
 }
 
 /* The owed ACKs that `what` says go now (rx_lock held). */
