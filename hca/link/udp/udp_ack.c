@@ -60,6 +60,15 @@
  * waits this long for a packet to that host (the reply) to ride with.
  */
 #define HCA_ACK_TGT_ASKED_NS 20000ULL
+/*
+ * ... and one not asked for goes alone only after this long (not
+ * HCA_ACK_COALESCE_NS): it rides from HCA_ACK_HOST_RIDE_NS on, and with
+ * the MPI component's round trips of 25-30 us the sweep at 50 us came
+ * before the second reply after it was owed (about 3,000 lone ACKs in
+ * 10,200 round trips a side). Still well below the requester's early
+ * go-back (HCA_PROBE_MIN_NS, 200 us).
+ */
+#define HCA_ACK_TGT_COALESCE_NS 75000ULL
 /* an application that woke from a sleep for completions this recently
  * sleeps again soon: its ACKs ride (as dev.c's HCA_POLL_GRACE_NS) */
 #define HCA_ACK_SLEEPER_NS 200000ULL
@@ -219,8 +228,11 @@ static bool due(struct hca_qp *qp, enum hca_ack_flush what, uint64_t now)
 	seen = atomic_load_explicit(&qp->ack_seen_ns, memory_order_relaxed);
 	/* an XRC receive QP's asked ACK waits a little for a packet to its
 	 * host to ride with (hca_udp_ack_take_host) */
-	return now - seen >= ((v & HCA_ACK_ASKED) ? HCA_ACK_TGT_ASKED_NS : HCA_ACK_COALESCE_NS) &&
-	       (what == HCA_ACKS_SWEEP || (v & HCA_ACK_ASKED));
+	if (v & HCA_ACK_ASKED)
+		return now - seen >= HCA_ACK_TGT_ASKED_NS;
+	return what == HCA_ACKS_SWEEP &&
+	       now - seen >= (qp->type == IBV_QPT_XRC_RECV ? HCA_ACK_TGT_COALESCE_NS :
+							   HCA_ACK_COALESCE_NS);
 }
 
 /* The owed ACKs that `what` says go now (rx_lock held). */
