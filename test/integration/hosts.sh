@@ -26,15 +26,16 @@
 #                           120: status 124)
 #   hosts_down              remove everything hosts_up made (idempotent)
 #
-# The names start with mh<pid>: two scripts (or two helpers) running at
-# once never share a host, a bridge or a subnet.
+# The names start with mh<pid> (HOSTS_NAME_PREFIX<pid> when that is set:
+# a helper whose namespaces must carry its own tag): two scripts (or two
+# helpers) running at once never share a host, a bridge or a subnet.
 
 HOSTS=()
 declare -gA HOSTS_IP=()
 HOSTS_SUBNET=
 HOSTS_BRIDGE_IP=
 HOSTS_AGENT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/netns_rsh.sh
-HOSTS_PREFIX=mh$$
+HOSTS_PREFIX=${HOSTS_NAME_PREFIX:-mh}$$
 HOSTS_BRIDGE=${HOSTS_PREFIX}br
 
 # A /24 in 10.81.0.0/16 that no interface of the root namespace is in

@@ -46,6 +46,29 @@
  * that the machine's load lets run a few polls per message would sweep
  * too rarely, and the requester would go back for nothing. */
 #define HCA_ACK_COALESCE_NS 50000ULL
+/* another QP's ACK not asked for rides with a packet to its host once
+ * owed this long: later than a QP's own (HCA_ACK_COALESCE_NS / 2), so that
+ * in a ping-pong of 20-25 us round trips it rides with every second
+ * reply rather than every one (each is a datagram the peer reads), and
+ * still before the sweep would send it alone */
+#define HCA_ACK_HOST_RIDE_NS (HCA_ACK_COALESCE_NS * 4 / 5)
+/*
+ * An XRC receive QP sends no packet of its own: an ACK it was asked for
+ * would go alone at the requester's next empty poll of any CQ — in the
+ * MPI component's ping-pong (every send signalled: its callback) before
+ * the reply is even posted, a send() and a datagram per message. It
+ * waits this long for a packet to that host (the reply) to ride with.
+ */
+#define HCA_ACK_TGT_ASKED_NS 20000ULL
+/*
+ * ... and one not asked for goes alone only after this long (not
+ * HCA_ACK_COALESCE_NS): it rides from HCA_ACK_HOST_RIDE_NS on, and with
+ * the MPI component's round trips of 25-30 us the sweep at 50 us came
+ * before the second reply after it was owed (about 3,000 lone ACKs in
+ * 10,200 round trips a side). Still well below the requester's early
+ * go-back (HCA_PROBE_MIN_NS, 200 us).
+ */
+#define HCA_ACK_TGT_COALESCE_NS 75000ULL
 /* an application that woke from a sleep for completions this recently
  * sleeps again soon: its ACKs ride (as dev.c's HCA_POLL_GRACE_NS) */
 #define HCA_ACK_SLEEPER_NS 200000ULL
@@ -112,7 +135,7 @@ bool hca_udp_ack_take(struct hca_qp *qp, bool asked_only, struct hca_wire_hdr *h
  * when the application sleeps for its completions (it would go alone
  * before the next sleep).
  */
-bool hca_udp_ack_rides(struct hca_qp *qp)
+static bool rides_after(struct hca_qp *qp, uint64_t age_ns)
 {
 	uint64_t v = atomic_load_explicit(&qp->ack_owed, memory_order_relaxed), seen, now;
 	uint64_t slept;
@@ -124,8 +147,52 @@ bool hca_udp_ack_rides(struct hca_qp *qp)
 	seen = atomic_load_explicit(&qp->ack_seen_ns, memory_order_relaxed);
 	slept = atomic_load_explicit(&qp->dev->sleeper_ns, memory_order_relaxed);
 	now = hca_now_ns();
-	return now - seen >= HCA_ACK_COALESCE_NS / 2 ||
-	       (slept && now - slept < HCA_ACK_SLEEPER_NS);
+	return now - seen >= age_ns || (slept && now - slept < HCA_ACK_SLEEPER_NS);
+}
+
+bool hca_udp_ack_rides(struct hca_qp *qp)
+{
+	return rides_after(qp, HCA_ACK_COALESCE_NS / 2);
+}
+
+/*
+ * The ACK another QP of this device owes the host at daddr, when it is
+ * due to ride (as hca_udp_ack_rides), for `self` to carry in its send:
+ * its headers into *h (ready to seal). An XRC receive QP (TGT) never sends
+ * a packet of its own — the replies to the requests it receives go out on
+ * our XRC send QP to the peer's TGT — so its ACK never rode, and went
+ * alone: a send() here, a datagram read there, about one per two round
+ * trips of libsib's 8 B ping-pong (per-thread system calls: 1.4 sendto
+ * per round trip, no sendmmsg). An RC QP's own ACK is taken by its own
+ * sends first. rx_lock is only tried: whoever holds it (the progress
+ * thread, a poller) flushes the owed list itself.
+ */
+bool hca_udp_ack_take_host(struct hca_qp *self, uint32_t daddr, struct hca_wire_hdr *h)
+{
+	struct hca_link *l = &self->dev->link;
+	bool found = false;
+	uint32_t a;
+
+	if (!atomic_load_explicit(&l->nowed, memory_order_relaxed) ||
+	    pthread_mutex_trylock(&l->rx_lock))
+		return false;
+	int n = atomic_load_explicit(&l->nowed, memory_order_relaxed);
+
+	for (int i = 0; i < n && !found; i++) {
+		struct hca_qp *qp = l->owed[i];
+
+		if (qp == self || qp->ack_daddr != daddr ||
+		    !rides_after(qp, HCA_ACK_HOST_RIDE_NS) ||
+		    !hca_udp_ack_take(qp, false, h, &a))
+			continue;
+		/* under rx_lock: the QP cannot go away (hca_link_forget) */
+		h->pkey = HCA_DEFAULT_PKEY;
+		h->dqpn = qp->attr->dest_qp_num;
+		HCA_COUNT(qp->ent, tx_pkts);
+		found = true;
+	}
+	pthread_mutex_unlock(&l->rx_lock);
+	return found;
 }
 
 /* Send the QP's owed ACK, if it still owes one. */
@@ -152,12 +219,20 @@ static bool due(struct hca_qp *qp, enum hca_ack_flush what, uint64_t now)
 
 	if (!v || what == HCA_ACKS_ALL)
 		return true; /* nothing owed: leaves the list */
-	if (v & HCA_ACK_ASKED)
+	if ((v & HCA_ACK_ASKED) && qp->type != IBV_QPT_XRC_RECV)
 		return true;
-	if (what != HCA_ACKS_SWEEP)
+	if (what == HCA_ACKS_ASKED && !(v & HCA_ACK_ASKED))
 		return false;
+	if (!now)
+		now = hca_now_ns();
 	seen = atomic_load_explicit(&qp->ack_seen_ns, memory_order_relaxed);
-	return now - seen >= HCA_ACK_COALESCE_NS;
+	/* an XRC receive QP's asked ACK waits a little for a packet to its
+	 * host to ride with (hca_udp_ack_take_host) */
+	if (v & HCA_ACK_ASKED)
+		return now - seen >= HCA_ACK_TGT_ASKED_NS;
+	return what == HCA_ACKS_SWEEP &&
+	       now - seen >= (qp->type == IBV_QPT_XRC_RECV ? HCA_ACK_TGT_COALESCE_NS :
+							   HCA_ACK_COALESCE_NS);
 }
 
 /* The owed ACKs that `what` says go now (rx_lock held). */

@@ -46,6 +46,7 @@ int hca_link_send_pair(struct hca_dev *dev, uint32_t daddr, uint8_t *pkt, size_t
 void hca_udp_ack_flush_asked(struct hca_qp *qp);
 void hca_udp_ack_owe(struct hca_qp *qp, uint32_t daddr, uint32_t psn, bool asked);
 bool hca_udp_ack_rides(struct hca_qp *qp);
+bool hca_udp_ack_take_host(struct hca_qp *self, uint32_t daddr, struct hca_wire_hdr *h);
 void hca_udp_send_answer(struct hca_qp *qp, uint32_t daddr, struct hca_wire_hdr *h,
 			 const uint8_t *pl, size_t plen);
 void hca_link_acks_flush(struct hca_dev *dev, bool wait, enum hca_ack_flush what);

@@ -188,24 +188,27 @@ static void assign_psns(struct hca_qp *qp, struct hca_swqe *w)
  * application sleeps for completions), goes in the same system call
  * (sendmmsg), behind it: the peer's poll finds the request first, and
  * the ACK costs no call of its own. One not yet due stays owed, to cover
- * the messages that follow: a datagram less per message.
+ * the messages that follow: a datagram less per message. Without one of
+ * its own to carry, the packet carries the ACK another QP owes the same
+ * host (an XRC receive QP's, which sends nothing itself: udp_ack.c).
  */
 static void send_one(struct hca_qp *qp, uint8_t *pkt, size_t hl, size_t plen)
 {
 	struct hca_wire_hdr ah;
-	uint32_t adaddr;
+	uint32_t adaddr = qp->udp_daddr;
 	uint8_t ack[128];
 	size_t ahl;
 
-	if (!hca_udp_ack_rides(qp) || !hca_udp_ack_take(qp, false, &ah, &adaddr)) {
+	if (hca_udp_ack_rides(qp) && hca_udp_ack_take(qp, false, &ah, &adaddr)) {
+		ah.pkey = HCA_DEFAULT_PKEY;
+		ah.dqpn = qp->attr->dest_qp_num;
+		HCA_COUNT(qp->ent, tx_pkts);
+	} else if (!hca_udp_ack_take_host(qp, qp->udp_daddr, &ah)) {
+		/* nor one of another QP to that host (an XRC receive QP's) */
 		hca_link_send(qp->dev, qp->udp_daddr, pkt, hl, plen);
 		return;
 	}
-	ah.pkey = HCA_DEFAULT_PKEY;
-	ah.dqpn = qp->attr->dest_qp_num;
 	ahl = hca_wire_put_hdrs(ack, sizeof(ack), &ah, 0);
-	if (ahl)
-		HCA_COUNT(qp->ent, tx_pkts);
 	if (ahl && adaddr == qp->udp_daddr) {
 		hca_link_send_pair(qp->dev, qp->udp_daddr, pkt, hl, plen, ack, ahl);
 		return;
