@@ -22,6 +22,7 @@
  * handshake) with the operations flushed behind it.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
@@ -40,6 +41,7 @@ struct sib_mem {
 	void *addr;
 	size_t len;
 	bool owned;              /* allocated by sib_mem_map */
+	int fd;                  /* owned: its memfd, -1: anonymous */
 	struct ibv_mr *mr;
 };
 
@@ -332,6 +334,48 @@ static void rma_done(sib_request_t *r, sib_status_t st, void *arg)
 
 /* ---------------- regions and keys ---------------- */
 
+/*
+ * Memory that libsib allocates for a region (sib_mem_map with addr NULL):
+ * a memfd sealed against shrinking and growing, mapped shared. Another
+ * process's HCA on the host may then map the same pages and move a put,
+ * get or atomic with memcpy instead of a system call (the mapping route,
+ * docs/transport.md "One-sided operations"). SIB_MEM_ALLOC=anon asks
+ * for private anonymous memory instead (cross-memory attach), as does a
+ * failure of memfd_create. Unlike private memory, the pages stay shared
+ * with a child after fork.
+ */
+static void *mem_alloc(size_t len, int *fd)
+{
+	const char *v = getenv("SIB_MEM_ALLOC");
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE), n = (len + pg - 1) & ~(pg - 1);
+	void *p;
+	int f;
+
+	*fd = -1;
+	if (!v || strcmp(v, "anon")) {
+		f = memfd_create("sib_mem", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		if (f >= 0 && !ftruncate(f, (off_t)n) &&
+		    !fcntl(f, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
+			p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
+			if (p != MAP_FAILED) {
+				*fd = f;
+				return p;
+			}
+		}
+		if (f >= 0)
+			close(f);
+	}
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void mem_release(void *addr, size_t len, int fd)
+{
+	munmap(addr, len);
+	if (fd >= 0)
+		close(fd);
+}
+
 SIB_API sib_status_t sib_mem_map(sib_worker_t *w, void *addr, size_t len,
 				 sib_mem_t **out)
 {
@@ -346,10 +390,10 @@ SIB_API sib_status_t sib_mem_map(sib_worker_t *w, void *addr, size_t len,
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return SIB_ERR_NO_MEMORY;
+	m->fd = -1;
 	if (!addr) {
-		addr = mmap(NULL, len, PROT_READ | PROT_WRITE,
-			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (addr == MAP_FAILED) {
+		addr = mem_alloc(len, &m->fd);
+		if (!addr) {
 			free(m);
 			return SIB_ERR_NO_MEMORY;
 		}
@@ -366,7 +410,7 @@ SIB_API sib_status_t sib_mem_map(sib_worker_t *w, void *addr, size_t len,
 		sib_unlock(w);
 		sib_log("sib_mem_map: registration failed (errno %d)", errno);
 		if (m->owned)
-			munmap(addr, len);
+			mem_release(addr, len, m->fd);
 		free(m);
 		return errno == ENOMEM ? SIB_ERR_NO_MEMORY : SIB_ERR_IO;
 	}
@@ -381,7 +425,7 @@ static void mem_free(struct sib_mem *m)
 {
 	ibv_dereg_mr(m->mr);
 	if (m->owned)
-		munmap(m->addr, m->len);
+		mem_release(m->addr, m->len, m->fd);
 	sib_list_del(&m->link);
 	m->w->rma->nmaps--;
 	free(m);
@@ -408,6 +452,11 @@ SIB_API void *sib_mem_addr(const sib_mem_t *m)
 SIB_API size_t sib_mem_length(const sib_mem_t *m)
 {
 	return m ? m->len : 0;
+}
+
+SIB_API int sib_mem_fd(const sib_mem_t *m)
+{
+	return m ? m->fd : -1;
 }
 
 SIB_API sib_status_t sib_rkey_pack(sib_mem_t *m, void **blob, size_t *len)
