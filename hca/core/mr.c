@@ -9,15 +9,11 @@
  * a long while). Registration does not pin: softib reaches the memory
  * through the kernel (cross-memory attach) at transfer time, and a range
  * that was unmapped fails the transfer, which becomes an access error.
- * A range with remote access that is a shared mapping of a sealed memfd
- * is recorded as such (share_fd, share_tag): other processes may then map
- * it and move bytes with memcpy (hca/link/shm/mem_map.c).
  */
 #include <errno.h>
 #include <stdlib.h>
 
 #include "hca_int.h"
-#include "mem_map.h"
 
 struct hca_pd *hca_pd_alloc(struct hca_ctx *ctx)
 {
@@ -83,8 +79,6 @@ struct hca_mr_ent *hca_mr_lookup(struct hca_seg *seg, uint32_t key)
 	c->addr = e->addr;
 	c->length = e->length;
 	c->iova = e->iova;
-	c->share_fd = e->share_fd;
-	c->share_tag = e->share_tag;
 	atomic_thread_fence(memory_order_acquire);
 	if (atomic_load_explicit(&e->key, memory_order_relaxed) != key)
 		return NULL;
@@ -111,21 +105,9 @@ static int mr_access_ok(unsigned access)
 	return 1;
 }
 
-#define MR_REMOTE (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | \
-		   IBV_ACCESS_REMOTE_ATOMIC)
-
-/* 1 + our descriptor of the sealed memfd under a range others may reach,
- * or 0 (hca_mr_share_probe; private memory costs one ioctl). */
-static int mr_share(void *addr, size_t len, unsigned access)
-{
-	return (access & MR_REMOTE) ? hca_mr_share_probe(addr, len) : 0;
-}
-
 static void mr_fill(struct hca_mr_ent *e, struct hca_pd *pd, void *addr,
-		    size_t len, uint64_t iova, unsigned access, int share)
+		    size_t len, uint64_t iova, unsigned access)
 {
-	e->share_fd = share;
-	e->share_tag = share ? hca_mr_share_tag_next() : 0;
 	e->pd = pd->id;
 	e->access = access;
 	e->addr = (uint64_t)(uintptr_t)addr;
@@ -148,7 +130,6 @@ struct hca_mr *hca_mr_reg(struct hca_pd *pd, void *addr, size_t len,
 	struct hca_seg *seg = dev->seg;
 	struct hca_mr *mr;
 	uint32_t idx = HCA_NONE;
-	int share;
 
 	if (!mr_access_ok(access) || len > HCA_MAX_MR_SIZE ||
 	    (!addr && len)) {
@@ -158,7 +139,6 @@ struct hca_mr *hca_mr_reg(struct hca_pd *pd, void *addr, size_t len,
 	mr = calloc(1, sizeof(*mr));
 	if (!mr)
 		return NULL;
-	share = mr_share(addr, len, access);
 	hca_seg_lock(seg);
 	for (uint32_t n = 0; n < HCA_MAX_MR; n++) {
 		uint32_t i = (seg->mr_hint + n) & (HCA_MAX_MR - 1);
@@ -174,13 +154,12 @@ struct hca_mr *hca_mr_reg(struct hca_pd *pd, void *addr, size_t len,
 		seg->mr_hint = idx + 1;
 		e->owner = dev->slot;
 		e->owner_gen = dev->gen;
-		mr_fill(e, pd, addr, len, iova, access, share);
+		mr_fill(e, pd, addr, len, iova, access);
 		mr->key = mr_key_next(seg, idx);
 		atomic_store_explicit(&e->key, mr->key, memory_order_release);
 	}
 	hca_seg_unlock(seg);
 	if (idx == HCA_NONE) {
-		hca_mr_share_close(share);
 		free(mr);
 		errno = ENOMEM;
 		return NULL;
@@ -213,7 +192,6 @@ int hca_mr_rereg(struct hca_mr *mr, int flags, struct hca_pd *pd, void *addr,
 	uint64_t naddr, nlen, niova;
 	unsigned nacc;
 	uint32_t npd;
-	int oshare, nshare;
 
 	if (flags & ~(IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD |
 		      IBV_REREG_MR_CHANGE_ACCESS) || !flags)
@@ -240,11 +218,6 @@ int hca_mr_rereg(struct hca_mr *mr, int flags, struct hca_pd *pd, void *addr,
 		nacc = access;
 	if (flags & IBV_REREG_MR_CHANGE_PD)
 		npd = pd->id;
-	oshare = e->share_fd;
-	hca_seg_unlock(seg);
-	/* the range or the rights change: probed again, outside the lock */
-	nshare = mr_share((void *)(uintptr_t)naddr, nlen, nacc);
-	hca_seg_lock(seg);
 	atomic_store_explicit(&e->key, 0, memory_order_relaxed);
 	atomic_thread_fence(memory_order_release);
 	e->addr = naddr;
@@ -252,15 +225,12 @@ int hca_mr_rereg(struct hca_mr *mr, int flags, struct hca_pd *pd, void *addr,
 	e->iova = niova;
 	e->access = nacc;
 	e->pd = npd;
-	e->share_fd = nshare;
-	e->share_tag = nshare ? hca_mr_share_tag_next() : 0;
 	mr->key = mr_key_next(seg, mr->idx);
 	atomic_store_explicit(&e->key, mr->key, memory_order_release);
 	hca_seg_unlock(seg);
 	/* the old key is gone (the store of 0 above, and the fence's seq_cst
 	 * fence): copies through it that are still in flight end first */
 	hca_fence_wait(mr->pd->ctx->dev);
-	hca_mr_share_close(oshare);
 	if (flags & IBV_REREG_MR_CHANGE_PD) {
 		atomic_fetch_sub(&mr->pd->refs, 1);
 		atomic_fetch_add(&pd->refs, 1);
@@ -277,16 +247,11 @@ int hca_mr_dereg(struct hca_mr *mr)
 {
 	struct hca_dev *dev = mr->pd->ctx->dev;
 	struct hca_seg *seg = dev->seg;
-	int share;
 
 	hca_seg_lock(seg);
-	share = seg->mrs[mr->idx].share_fd;
 	atomic_store_explicit(&seg->mrs[mr->idx].key, 0, memory_order_seq_cst);
 	hca_seg_unlock(seg);
 	hca_fence_wait(dev);
-	/* no copy runs through the key now; requesters' mappings of it
-	 * miss (the key has gone) and are swept (mem_map.c) */
-	hca_mr_share_close(share);
 	atomic_fetch_sub(&mr->pd->refs, 1);
 	free(mr);
 	return 0;

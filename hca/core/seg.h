@@ -191,13 +191,9 @@ struct hca_srq_ent {
 struct hca_mr_ent {
 	_Atomic uint32_t key;          /* 0 = free */
 	uint16_t owner;
-	uint16_t share_tag;            /* with share_fd: which registration (mem_map.c) */
 	uint32_t owner_gen;
 	uint32_t pd;
 	uint32_t access;
-	int32_t share_fd;              /* 1 + the owner's fd of the sealed memfd
-					* the range is a shared mapping of, 0: none
-					* (hca/link/shm/mem_map.c) */
 	uint64_t addr;                 /* start in the owner's address space */
 	uint64_t length;
 	uint64_t iova;                 /* what remote addresses are relative to */

@@ -12,41 +12,47 @@
  * so does private memory (malloc, anonymous mappings). libsib's
  * sib_mem_map(NULL) allocates such a memfd (transport/rma.c).
  *
- * At registration (hca_mr_share_probe, in the owner): one PROCMAP_QUERY
- * ioctl (Linux 6.11; older kernels: no mapping route) finds the mapping
- * under the range, and only when it is a shared file mapping, a walk of
- * /proc/self/fd finds a descriptor of that file. The owner keeps a
- * duplicate of it for as long as the registration lives, and names it in
- * the key's entry in the segment (share_fd, with share_tag: a per-process
- * counter that tells registrations of a recycled key apart).
+ * When (in a requester, at the first move through a key): PROCMAP_QUERY
+ * on the owner's /proc/PID/maps (Linux 6.11; older kernels: no mapping
+ * route) finds the mapping under the registered range; only when it is a
+ * shared, readable and writable file mapping do we look for a descriptor
+ * of that file (inode and device) among the owner's (/proc/PID/fd), take
+ * a duplicate with pidfd_getfd on the owner's pidfd (the one that vouches
+ * for its pid, peers.c; the same ptrace rule as cross-memory attach),
+ * check its seals and the file's size, and map the range. Whatever the
+ * answer, it is cached per (owner slot and generation, key, range): a
+ * private registration costs its requester one ioctl, once.
  *
- * At first use (in a requester): pidfd_getfd on the owner's pidfd (the
- * one that vouches for its pid, peers.c; the same ptrace rule as
- * cross-memory attach) gives us the file; PROCMAP_QUERY on the owner's
- * /proc/PID/maps checks that the range is still a shared mapping of that
- * very file (inode and device) and at which file offset; the seals are
- * checked on our descriptor; we map the range and cache the mapping per
- * (owner slot and generation, key, tag, range).
+ * Not at registration, in the owner: the same query there cost every
+ * registration with remote access 1-6 us more (0.11 -> 5.9 us median on
+ * this VM, bench/reg_cost, docs/transport.md), for a route that serves
+ * only ranges some peer will actually reach. The price of asking late:
+ * the range is taken as it is mapped at the first move, not at
+ * registration (see "Semantics" below).
  *
  * Stale mappings cannot be used. The caller (resp.c) checked the key
  * inside a copy section (fence.c) that lasts until we return, so the
  * owner's dereg waits for our copy; a hit is used only when the key's
- * entry in the segment still says what it said when we mapped (key, tag,
- * descriptor, range, owner slot and generation): a new registration of
- * the same key index, a re-registration or a dead owner's reclaimed keys
- * all miss. Mappings whose key has gone or whose owner died are unmapped
- * by a sweep (at each miss, every 4096 moves, and from the progress
- * thread through the link's serve). A mapping outliving its owner's
- * memory only keeps the file's pages alive; nothing writes through it.
+ * entry in the segment still says what it said when we mapped (key with
+ * its generation, range, owner slot and generation): a new registration
+ * of the same key index, a re-registration or a dead owner's reclaimed
+ * keys all miss. (A key is 16 bits of index and 16 of generation: one
+ * coming back with the same range, owner and generation takes 2^32
+ * registrations on the host, each index taken in turn, while the stale
+ * entry survives; the sweep below, which runs at each miss, every 4096
+ * moves and every progress-thread tick, never lets one live that long.)
+ * Mappings whose key has gone or whose owner died are unmapped by that
+ * sweep. A mapping outliving its owner's memory only keeps the file's
+ * pages alive; nothing writes through it.
  *
  * Semantics, exactly those of cross-memory attach and the bounce path:
  * the copy completes while the target sleeps; atomics run under the
  * segment's atomic locks (resp.c), so they are atomic with respect to
  * every softib atomic on the host. One difference, the one a real HCA
- * has too: a registration holds the pages it was made on. Where the owner
- * unmaps the range and maps something else at the same address without
- * deregistering, cross-memory attach follows the address, the mapping
- * route (like a NIC's pinned pages) keeps writing the old pages.
+ * has too: a registration holds the pages it was first reached on. Where
+ * the owner unmaps the range and maps something else at the same address
+ * without deregistering, cross-memory attach follows the address, the
+ * mapping route (like a NIC's pinned pages) keeps writing the old pages.
  *
  * SOFTIB_NO_MAP=1 turns the route off (A/B runs, tests).
  */
@@ -93,7 +99,7 @@ struct hca_procmap_query {
 
 _Static_assert(sizeof(struct hca_procmap_query) == 104, "procmap_query ABI");
 
-#define MAP_SETS 64
+#define MAP_SETS 1024
 #define MAP_WAYS 4
 #define MAP_MAX_REMOTE 8       /* longer remote lists go by CMA */
 #define MAP_SWEEP_EVERY 4096
@@ -101,8 +107,7 @@ _Static_assert(sizeof(struct hca_procmap_query) == 104, "procmap_query ABI");
 struct map_ent {
 	const struct hca_seg *seg;   /* NULL: empty */
 	uint32_t key, gen;           /* the key; its owner's generation */
-	uint16_t slot, tag;
-	int32_t share_fd;
+	uint16_t slot;
 	bool none;                   /* not mappable (cached refusal) */
 	uint32_t refs;               /* copies in progress through it */
 	uint64_t raddr, rlen, used;
@@ -119,7 +124,6 @@ static struct map_ent map_tab[MAP_SETS][MAP_WAYS];
 static uint64_t map_tick, map_moves;
 static _Atomic uint64_t map_live;   /* mappings held (read unlocked by the sweep) */
 static _Atomic uint64_t st_moves, st_maps, st_unmaps, st_refused;
-static _Atomic uint16_t share_tags;
 static int map_off = -1;       /* SOFTIB_NO_MAP, read once */
 
 static bool route_off(void)
@@ -131,8 +135,6 @@ static bool route_off(void)
 	}
 	return map_off;
 }
-
-/* ---------------- the owner's side: at registration ---------------- */
 
 static int query(int mapsfd, uint64_t addr, struct hca_procmap_query *q)
 {
@@ -150,13 +152,16 @@ static bool sealed(int fd)
 	return s >= 0 && (s & F_SEAL_SHRINK);
 }
 
-/* A descriptor of ours open on (ino, dev), sealed; -1 if none. */
-static int find_fd(uint64_t ino, uint32_t maj, uint32_t min)
+/* The number of a descriptor of the owner's open on (ino, dev), or -1. */
+static int owner_fd(pid_t pid, uint64_t ino, uint32_t maj, uint32_t min)
 {
-	DIR *d = opendir("/proc/self/fd");
+	char path[64];
+	DIR *d;
 	struct dirent *de;
 	int found = -1;
 
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	d = opendir(path);
 	if (!d)
 		return -1;
 	while (found < 0 && (de = readdir(d))) {
@@ -164,52 +169,16 @@ static int find_fd(uint64_t ino, uint32_t maj, uint32_t min)
 		char *end;
 		long fd = strtol(de->d_name, &end, 10);
 
-		if (*end || end == de->d_name || fd == dirfd(d))
+		if (*end || end == de->d_name)
 			continue;
-		if (fstat((int)fd, &st) || !S_ISREG(st.st_mode) || st.st_ino != ino ||
-		    major(st.st_dev) != maj || minor(st.st_dev) != min)
+		/* stat follows the link to the open file itself */
+		if (fstatat(dirfd(d), de->d_name, &st, 0) || !S_ISREG(st.st_mode) ||
+		    st.st_ino != ino || major(st.st_dev) != maj || minor(st.st_dev) != min)
 			continue;
-		if (sealed((int)fd))
-			found = (int)fd;
+		found = (int)fd;
 	}
 	closedir(d);
 	return found;
-}
-
-int hca_mr_share_probe(const void *addr, size_t len)
-{
-	struct hca_procmap_query q;
-	uint64_t a = (uint64_t)(uintptr_t)addr;
-	int mapsfd, fd, dup;
-
-	if (!len || route_off())
-		return 0;
-	/* opened per registration: a cached descriptor of /proc/self/maps
-	 * would name the parent after a fork */
-	mapsfd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-	if (mapsfd < 0)
-		return 0;
-	if (query(mapsfd, a, &q) || q.vma_end < a + len) {
-		close(mapsfd);
-		return 0;   /* ENOTTY (kernel < 6.11), private, anonymous... */
-	}
-	close(mapsfd);
-	fd = find_fd(q.inode, q.dev_major, q.dev_minor);
-	if (fd < 0)
-		return 0;
-	dup = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-	return dup < 0 ? 0 : dup + 1;
-}
-
-void hca_mr_share_close(int share_fd)
-{
-	if (share_fd > 0)
-		close(share_fd - 1);
-}
-
-uint16_t hca_mr_share_tag_next(void)
-{
-	return (uint16_t)(atomic_fetch_add(&share_tags, 1) + 1);
 }
 
 /* ---------------- the requester's side ---------------- */
@@ -229,7 +198,6 @@ static void ent_drop(struct map_ent *m)
 static bool ent_current(const struct map_ent *m, const struct hca_mr_ent *e)
 {
 	return atomic_load_explicit(&e->key, memory_order_relaxed) == m->key &&
-	       e->share_fd == m->share_fd && e->share_tag == m->tag &&
 	       e->addr == m->raddr && e->length == m->rlen &&
 	       e->owner == m->slot && e->owner_gen == m->gen;
 }
@@ -260,46 +228,53 @@ static struct map_ent *ent_victim(uint32_t key)
 	return v;
 }
 
-/* Map the owner's range of key (m's fields filled from the entry);
+/* Map the owner's range of m (its fields filled from the key's entry);
  * 0, or an errno: the route is refused for this registration. */
 static int ent_map(struct hca_dev *dev, struct map_ent *m)
 {
 	struct hca_procmap_query q;
 	struct stat st;
 	char path[64];
-	uint64_t off, pgoff;
+	pid_t pid = dev->seg->procs[m->slot].pid;
 	long pg = sysconf(_SC_PAGESIZE);
-	int fd = -1, mapsfd, rc = 0;
+	uint64_t off, pgoff;
+	int fd = -1, ofd, mapsfd, rc;
 	void *p;
 
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	mapsfd = open(path, O_RDONLY | O_CLOEXEC);
+	if (mapsfd < 0)
+		return errno;
+	rc = query(mapsfd, m->raddr, &q);
+	close(mapsfd);
+	if (rc)
+		return rc;   /* private or anonymous memory; ENOTTY: kernel < 6.11 */
+	if (q.vma_end < m->raddr + m->rlen)
+		return ERANGE;   /* the range spans several mappings */
+	ofd = owner_fd(pid, q.inode, q.dev_major, q.dev_minor);
+	if (ofd < 0)
+		return EBADF;    /* the owner keeps no descriptor of the file */
 	pthread_mutex_lock(&dev->lock);   /* the progress thread closes pidfds */
 	if (dev->peers[m->slot].pidfd >= 0)
-		fd = (int)syscall(SYS_pidfd_getfd, dev->peers[m->slot].pidfd,
-				  m->share_fd - 1, 0);
+		fd = (int)syscall(SYS_pidfd_getfd, dev->peers[m->slot].pidfd, ofd, 0);
+	rc = fd < 0 ? (errno ? errno : ESRCH) : 0;
 	pthread_mutex_unlock(&dev->lock);
-	if (fd < 0)
-		return errno ? errno : ESRCH;
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)dev->seg->procs[m->slot].pid);
-	mapsfd = open(path, O_RDONLY | O_CLOEXEC);
-	if (mapsfd < 0 || fstat(fd, &st) || !sealed(fd) ||
-	    (rc = query(mapsfd, m->raddr, &q)))
-		rc = rc ? rc : EPERM;
-	else if (q.inode != st.st_ino || q.dev_major != major(st.st_dev) ||
-		 q.dev_minor != minor(st.st_dev) || q.vma_end < m->raddr + m->rlen)
-		rc = ESTALE;   /* not (or no longer) that file under the range */
-	if (mapsfd >= 0)
-		close(mapsfd);
+	if (rc)
+		return rc;
+	/* the descriptor may have been closed and its number reused since
+	 * the walk: what we hold must be the file under the range, sealed */
+	if (fstat(fd, &st) || st.st_ino != q.inode || major(st.st_dev) != q.dev_major ||
+	    minor(st.st_dev) != q.dev_minor || !sealed(fd))
+		rc = EPERM;
+	off = q.vma_offset + (m->raddr - q.vma_start);
+	if (!rc && off + m->rlen > (uint64_t)st.st_size)
+		rc = EFAULT;
 	if (rc) {
 		close(fd);
 		return rc;
 	}
-	off = q.vma_offset + (m->raddr - q.vma_start);
 	pgoff = off & ~((uint64_t)pg - 1);
 	m->maplen = (size_t)(off - pgoff + m->rlen);
-	if (off + m->rlen > (uint64_t)st.st_size) {
-		close(fd);
-		return EFAULT;
-	}
 	p = mmap(NULL, m->maplen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)pgoff);
 	close(fd);
 	if (p == MAP_FAILED)
@@ -352,15 +327,11 @@ static struct map_ent *ent_get(struct hca_dev *dev, uint16_t slot, uint32_t gen,
 	}
 	if (m && !m->refs)
 		ent_drop(m);   /* stale: its registration has gone */
-	if (!e->share_fd)
-		return NULL;   /* private memory: cross-memory attach */
 	memset(&n, 0, sizeof(n));
 	n.seg = dev->seg;
 	n.key = key;
 	n.gen = gen;
 	n.slot = slot;
-	n.tag = e->share_tag;
-	n.share_fd = e->share_fd;
 	n.raddr = e->addr;
 	n.rlen = e->length;
 	if (e->owner != slot || e->owner_gen != gen || !n.rlen ||

@@ -13,15 +13,6 @@
 
 struct hca_dev;
 
-/* At registration, in the owner: is [addr, addr + len) a shared mapping
- * of a memfd sealed against shrinking, with a descriptor of it open in
- * this process? Returns 1 + a descriptor of its own (close-on-exec, held
- * until the registration ends: hca_mr_share_close), or 0. */
-int hca_mr_share_probe(const void *addr, size_t len);
-void hca_mr_share_close(int share_fd);
-/* a per-process counter telling registrations of one key apart */
-uint16_t hca_mr_share_tag_next(void);
-
 /* In a requester: move the bytes through a mapping if every remote range
  * is in a mappable registration (0, or the error of the copy), ENOENT if
  * not (the caller uses cross-memory attach or the bounce path). */
