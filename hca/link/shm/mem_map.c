@@ -109,7 +109,8 @@ struct map_ent {
 	uint32_t key, gen;           /* the key; its owner's generation */
 	uint16_t slot;
 	bool none;                   /* not mappable (cached refusal) */
-	uint32_t refs;               /* copies in progress through it */
+	_Atomic uint32_t refs;       /* copies in progress through it: taken
+				      * under map_lock, given back without it */
 	uint64_t raddr, rlen, used;
 	uint8_t *base;               /* our image of raddr */
 	void *map;
@@ -369,12 +370,13 @@ static struct map_ent *ent_get(struct hca_dev *dev, uint16_t slot, uint32_t gen,
 	return v;
 }
 
+/* No lock: a reference is only taken under map_lock, and an entry is
+ * dropped only under it with no reference left, so once the count reaches
+ * 0 nobody uses the mapping (release: our copy is done before). */
 static void ent_put(struct map_ent **held, int n)
 {
-	pthread_mutex_lock(&map_lock);
 	for (int i = 0; i < n; i++)
-		held[i]->refs--;
-	pthread_mutex_unlock(&map_lock);
+		atomic_fetch_sub_explicit(&held[i]->refs, 1, memory_order_release);
 }
 
 int hca_mem_map_move(struct hca_dev *dev, uint16_t slot, uint32_t gen, bool write,
