@@ -125,16 +125,19 @@ static struct map_ent map_tab[MAP_SETS][MAP_WAYS];
 static uint64_t map_tick, map_moves;
 static _Atomic uint64_t map_live;   /* mappings held (read unlocked by the sweep) */
 static _Atomic uint64_t st_moves, st_maps, st_unmaps, st_refused;
-static int map_off = -1;       /* SOFTIB_NO_MAP, read once */
+static _Atomic int map_off = -1;   /* SOFTIB_NO_MAP, read once */
 
 static bool route_off(void)
 {
-	if (map_off < 0) {
+	int off = atomic_load_explicit(&map_off, memory_order_relaxed);
+
+	if (off < 0) {
 		const char *v = getenv("SOFTIB_NO_MAP");
 
-		map_off = v && *v && strcmp(v, "0");
+		off = v && *v && strcmp(v, "0");
+		atomic_store_explicit(&map_off, off, memory_order_relaxed);
 	}
-	return map_off;
+	return off;
 }
 
 static int query(int mapsfd, uint64_t addr, struct hca_procmap_query *q)
