@@ -127,8 +127,28 @@ static _Atomic uint64_t map_live;   /* mappings held (read unlocked by the sweep
 static _Atomic uint64_t st_moves, st_maps, st_unmaps, st_refused;
 static _Atomic int map_off = -1;   /* SOFTIB_NO_MAP, read once */
 
+/* A fork while another thread holds the table's lock would leave the
+ * child's copy locked for ever: the lock is taken across fork. */
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&map_lock);
+}
+
+static void fork_after(void)
+{
+	pthread_mutex_unlock(&map_lock);
+}
+
+static void fork_hooks(void)
+{
+	pthread_atfork(fork_prepare, fork_after, fork_after);
+}
+
 static bool route_off(void)
 {
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, fork_hooks);
 	int off = atomic_load_explicit(&map_off, memory_order_relaxed);
 
 	if (off < 0) {
