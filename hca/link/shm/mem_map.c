@@ -7,7 +7,8 @@
  * shared, readable and writable mapping of a memfd sealed against
  * shrinking (F_SEAL_SHRINK), of which the owner has a descriptor open.
  * The seal is what makes a mapping in another process safe: a file that
- * could shrink would turn our stores into SIGBUS. /dev/shm files and
+ * could shrink would turn our stores into SIGBUS (so would a hugetlbfs
+ * memfd whose pool runs dry: those keep CMA too). /dev/shm files and
  * unsealed memfds cannot be sealed so, and keep cross-memory attach;
  * so does private memory (malloc, anonymous mappings). libsib's
  * sib_mem_map(NULL) allocates such a memfd (transport/rma.c).
@@ -66,6 +67,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -96,6 +98,7 @@ struct hca_procmap_query {
 #define PMQ_WRITABLE    0x02
 #define PMQ_SHARED      0x08
 #define PMQ_FILE_BACKED 0x20
+#define HUGETLBFS_FS_MAGIC 0x958458f6u
 
 _Static_assert(sizeof(struct hca_procmap_query) == 104, "procmap_query ABI");
 
@@ -169,11 +172,15 @@ static int query(int mapsfd, uint64_t addr, struct hca_procmap_query *q)
 	return ioctl(mapsfd, HCA_PROCMAP_QUERY, q) ? errno : 0;
 }
 
+/* Sealed against shrinking, and not hugetlbfs (whose page faults fail
+ * with SIGBUS when the pool of huge pages runs dry). */
 static bool sealed(int fd)
 {
 	int s = fcntl(fd, F_GET_SEALS);
+	struct statfs fs;
 
-	return s >= 0 && (s & F_SEAL_SHRINK);
+	return s >= 0 && (s & F_SEAL_SHRINK) && !fstatfs(fd, &fs) &&
+	       (uint32_t)fs.f_type != HUGETLBFS_FS_MAGIC;
 }
 
 /* The number of a descriptor of the owner's open on (ino, dev), or -1. */
