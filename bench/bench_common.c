@@ -57,6 +57,33 @@ uint64_t bench_parse_size(const char *s, const char *what)
 	return v;
 }
 
+uint32_t bench_parse_in(const char *s, uint64_t lo, uint64_t hi, char opt)
+{
+	uint64_t v = bench_parse_size(s, "number");
+
+	if (v < lo || v > hi)
+		bench_die("-%c must be in %llu .. %llu", opt,
+			  (unsigned long long)lo, (unsigned long long)hi);
+	return (uint32_t)v;
+}
+
+unsigned bench_parse_tests(const char *s, const char *const names[])
+{
+	char list[128] = "";
+	unsigned all = 0;
+
+	for (unsigned i = 0; names[i]; i++) {
+		if (!strcmp(s, names[i]))
+			return 1u << i;
+		all |= 1u << i;
+		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s, ",
+			 names[i]);
+	}
+	if (!strcmp(s, "all"))
+		return all;
+	bench_die("bad test '%s' (%sall)", s, list);
+}
+
 void bench_tcp_write(int fd, const void *p, size_t n)
 {
 	const char *c = p;

@@ -28,6 +28,13 @@ uint64_t bench_now_ns(void);
  * else dies with "bad WHAT 'S'". */
 uint64_t bench_parse_size(const char *s, const char *what);
 
+/* An option's number (k/m/g suffixes allowed) in lo .. hi, else dies
+ * with "-OPT must be in lo .. hi". */
+uint32_t bench_parse_in(const char *s, uint64_t lo, uint64_t hi, char opt);
+/* A -t argument: names[i] (a NULL-terminated list) gives bit i, "all"
+ * every bit; anything else dies naming the choices. */
+unsigned bench_parse_tests(const char *s, const char *const names[]);
+
 /* Writes all n bytes to the peer. */
 void bench_tcp_write(int fd, const void *p, size_t n);
 /* Reads n bytes, waiting at most secs for each piece. */

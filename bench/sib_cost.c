@@ -5,7 +5,7 @@
  * not move as it moves a ping-pong's time.  Compare with msg_cost (the same
  * message at the verbs level).
  *
- *   sib_cost [-n MESSAGES] [-s SIZE] [-p]
+ *   sib_cost [-n MESSAGES] [-s SIZE] [-p] [-w WINDOW]
  *
  * One process, one worker, an endpoint to its own address (on the host
  * link a post executes the SEND in the caller: requester, responder and
@@ -15,6 +15,9 @@
  * instructions per message are the difference of two runs with different
  * -n, divided by the difference of their n.  Also prints the progress
  * calls per message (1 when nothing is polled in vain) and the time.
+ * -w WINDOW: osu_mbw_mr's shape instead: WINDOW receives posted, WINDOW
+ * sends (a burst: batched, transport/batch.c), then every request waited
+ * for; n rounded down to whole windows.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -49,11 +52,39 @@ static long wait_both(sib_worker_t *w, sib_request_t *a, sib_request_t *b)
 	return polls;
 }
 
+/* WINDOW receives, WINDOW sends, then wait: n / WINDOW times */
+static void windows(sib_worker_t *w, sib_ep_t *ep, long n, int win, char *sb,
+		    char *rb, size_t size)
+{
+	sib_request_t **rq = calloc((size_t)win * 2, sizeof(*rq));
+	sib_status_t st;
+
+	if (!rq)
+		die("window", SIB_ERR_NO_MEMORY);
+	for (long k = 0; k < n / win; k++) {
+		for (int i = 0; i < win; i++)
+			if ((st = sib_tag_recv_nb(w, rb + (size_t)i * size, size,
+						  SIB_ANY_SOURCE, 7, ~0ull, 0, NULL,
+						  &rq[i])))
+				die("recv", st);
+		for (int i = 0; i < win; i++)
+			if ((st = sib_tag_send_nb(ep, sb, size, 7, 0, NULL,
+						  &rq[win + i])))
+				die("send", st);
+		for (int i = 0; i < 2 * win; i++) {
+			if ((st = sib_request_wait(rq[i], NULL)))
+				die("wait", st);
+			sib_request_free(rq[i]);
+		}
+	}
+	free(rq);
+}
+
 int main(int argc, char **argv)
 {
 	long n = 100000, polls = 0;
 	size_t size = 8;
-	int c, late = 0;
+	int c, late = 0, win = 0;
 	sib_context_t *ctx;
 	sib_worker_t *w;
 	sib_ep_t *ep;
@@ -63,18 +94,20 @@ int main(int argc, char **argv)
 	char *sb, *rb;
 	double t0;
 
-	while ((c = getopt(argc, argv, "n:s:p")) != -1) {
+	while ((c = getopt(argc, argv, "n:s:pw:")) != -1) {
 		switch (c) {
 		case 'n': n = atol(optarg); break;
 		case 's': size = (size_t)atol(optarg); break;
 		case 'p': late = 1; break;
+		case 'w': win = atoi(optarg); break;
 		default:
-			fprintf(stderr, "usage: sib_cost [-n MESSAGES] [-s SIZE] [-p]\n");
+			fprintf(stderr, "usage: sib_cost [-n MESSAGES] [-s SIZE] [-p] "
+				"[-w WINDOW]\n");
 			return 2;
 		}
 	}
 	sb = calloc(1, size + 1);
-	rb = calloc(1, size + 1);
+	rb = calloc((size_t)(win > 0 ? win : 1), size + 1);
 	if (!sb || !rb)
 		return 1;
 	if ((st = sib_context_create(NULL, &ctx)) ||
@@ -84,6 +117,13 @@ int main(int argc, char **argv)
 		die("setup", st);
 	sib_address_free(addr);
 	t0 = now_s();
+	if (win > 0) {
+		windows(w, ep, n, win, sb, rb, size);
+		n -= n % win;
+		printf("%ld messages of %zu B, window %d: %.3f us each\n", n, size,
+		       win, (now_s() - t0) * 1e6 / (double)n);
+		n = 0;   /* done: only the teardown below */
+	}
 	for (long i = 0; i < n; i++) {
 		sib_request_t *s, *r;
 
@@ -106,9 +146,10 @@ int main(int argc, char **argv)
 		sib_request_free(s);
 		sib_request_free(r);
 	}
-	printf("%ld messages of %zu B%s: %.3f us each, %.2f progress calls in vain each\n",
-	       n, size, late ? " (unexpected)" : "", (now_s() - t0) * 1e6 / (double)n,
-	       (double)polls / (double)n);
+	if (!win)
+		printf("%ld messages of %zu B%s: %.3f us each, %.2f progress calls in vain each\n",
+		       n, size, late ? " (unexpected)" : "",
+		       (now_s() - t0) * 1e6 / (double)n, (double)polls / (double)n);
 	sib_ep_destroy(ep);
 	sib_worker_destroy(w);
 	sib_context_destroy(ctx);

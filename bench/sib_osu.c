@@ -182,10 +182,17 @@ int main(int argc, char **argv)
 		}
 	}
 	if (!strcmp(what, "rate") || !strcmp(what, "all")) {
-		double mbs = bw(sb, rb, 8, 0);
+		struct sib_worker_attr a0, a1;
+		double mbs;
 
+		sib_worker_query(W, &a0);
+		mbs = bw(sb, rb, 8, 0);
+		sib_worker_query(W, &a1);
 		if (job.rank == 0)
-			printf("# sib_osu message rate, 8 B, window %d: %.3f M msg/s\n",
+			printf("# batches: %llu messages in %llu SENDs\n"
+			       "# sib_osu message rate, 8 B, window %d: %.3f M msg/s\n",
+			       (unsigned long long)(a1.tx_batched - a0.tx_batched),
+			       (unsigned long long)(a1.tx_batches - a0.tx_batches),
 			       window, mbs / 8);
 	}
 	sib_job_fence(&job);

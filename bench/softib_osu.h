@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "bench_common.h"
+#include "bench_cma.h"
 
 #define DEFAULT_PORT   18515
 #define DEFAULT_MAX    (4u << 20)
@@ -23,8 +24,6 @@
 #define WIRE_MAGIC     0x53494230u  /* "SIB0" */
 #define ACK_IMM        0xac4u
 #define DATA_IMM       0xda7au
-#define CMA_FLOOR_64K  12600.0 /* MB/s, DESIGN.md */
-#define CMA_FLOOR_1M   15000.0
 
 enum { T_LAT = 1, T_BW = 2, T_BIBW = 4 };
 enum op { OP_SEND, OP_WRITE, OP_READ };
@@ -88,6 +87,7 @@ struct bench {
 	/* -M: each iteration's half round trip (us), client, SEND latency */
 	double *rt;
 	uint32_t nrt, rt_cap;
+	struct cma_floor cma;   /* client, bw tables: the measured floor */
 };
 
 

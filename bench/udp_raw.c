@@ -135,6 +135,8 @@ static void usage(void)
 	exit(2);
 }
 
+static const char *const test_names[] = { "lat", "bw", NULL };
+
 static void parse_opts(int argc, char **argv, struct opts *o)
 {
 	uint64_t v;
@@ -146,20 +148,10 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 	while ((c = getopt(argc, argv, "p:t:d:s:m:n:i:w:uBGh")) != -1) {
 		switch (c) {
 		case 'p':
-			o->port = atoi(optarg);
-			if (o->port <= 0 || o->port > 65534)
-				bench_die("bad port '%s'", optarg);
+			o->port = (int)bench_parse_in(optarg, 1, 65534, 'p');
 			break;
 		case 't':
-			if (!strcmp(optarg, "lat"))
-				o->tests = T_LAT;
-			else if (!strcmp(optarg, "bw"))
-				o->tests = T_BW;
-			else if (!strcmp(optarg, "all"))
-				o->tests = T_LAT | T_BW;
-			else
-				bench_die("bad test '%s' (lat, bw, all)",
-					  optarg);
+			o->tests = bench_parse_tests(optarg, test_names);
 			break;
 		case 'd':
 			v = bench_parse_size(optarg, "size");

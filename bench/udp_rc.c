@@ -138,15 +138,7 @@ static void usage(void)
 	exit(2);
 }
 
-static uint32_t parse_in(const char *s, uint64_t lo, uint64_t hi, char opt)
-{
-	uint64_t v = bench_parse_size(s, "number");
-
-	if (v < lo || v > hi)
-		bench_die("-%c must be in %llu .. %llu", opt,
-			  (unsigned long long)lo, (unsigned long long)hi);
-	return (uint32_t)v;
-}
+static const char *const test_names[] = { "lat", "bw", NULL };
 
 static void parse_opts(int argc, char **argv, struct opts *o)
 {
@@ -159,18 +151,10 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 	while ((c = getopt(argc, argv, "p:t:o:s:m:i:S:n:W:w:g:d:h")) != -1) {
 		switch (c) {
 		case 'p':
-			o->port = (int)parse_in(optarg, 1, 65535, 'p');
+			o->port = (int)bench_parse_in(optarg, 1, 65535, 'p');
 			break;
 		case 't':
-			if (!strcmp(optarg, "lat"))
-				o->tests = T_LAT;
-			else if (!strcmp(optarg, "bw"))
-				o->tests = T_BW;
-			else if (!strcmp(optarg, "all"))
-				o->tests = T_LAT | T_BW;
-			else
-				bench_die("bad test '%s' (lat, bw, all)",
-					  optarg);
+			o->tests = bench_parse_tests(optarg, test_names);
 			break;
 		case 'o':
 			if (!strcmp(optarg, "send"))
@@ -182,22 +166,22 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 					  optarg);
 			break;
 		case 's':
-			o->lat_size = parse_in(optarg, 0, 1u << 30, 's');
+			o->lat_size = bench_parse_in(optarg, 0, 1u << 30, 's');
 			break;
 		case 'm':
-			o->bw_size = parse_in(optarg, 1, 1u << 30, 'm');
+			o->bw_size = bench_parse_in(optarg, 1, 1u << 30, 'm');
 			break;
 		case 'i':
-			o->iters = parse_in(optarg, 1, 100000000, 'i');
+			o->iters = bench_parse_in(optarg, 1, 100000000, 'i');
 			break;
 		case 'S':
-			o->sig_every = parse_in(optarg, 1, SQ_DEPTH / 2, 'S');
+			o->sig_every = bench_parse_in(optarg, 1, SQ_DEPTH / 2, 'S');
 			break;
 		case 'n':
-			o->windows = parse_in(optarg, 1, 1000000, 'n');
+			o->windows = bench_parse_in(optarg, 1, 1000000, 'n');
 			break;
 		case 'W':
-			o->window = parse_in(optarg, 1, RQ_DEPTH / 2, 'W');
+			o->window = bench_parse_in(optarg, 1, RQ_DEPTH / 2, 'W');
 			break;
 		case 'w':
 			if (!strcmp(optarg, "event"))
@@ -206,7 +190,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 				bench_die("bad wait '%s' (poll, event)", optarg);
 			break;
 		case 'g':
-			o->gidx = (int)parse_in(optarg, 0, 255, 'g');
+			o->gidx = (int)bench_parse_in(optarg, 0, 255, 'g');
 			break;
 		case 'd':
 			o->dev = optarg;

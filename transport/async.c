@@ -12,8 +12,9 @@
  * So each worker has a thread that looks every SIB_ASYNC_MS. When the
  * application has not left a libsib call since the thread's last look, the
  * thread takes the worker: it answers handshake requests, completes its
- * own handshakes, posts what the connections held back and asks again
- * where an answer is late (sib_hosts_cm). It never runs a callback and
+ * own handshakes, sends the open batches of small messages (batch.c),
+ * posts what the connections held back and asks again where an answer is
+ * late (sib_hosts_cm). It never runs a callback and
  * never completes a request: completions, receives and failures stay with
  * the application's own progress, on the application's thread, which is
  * what single-threaded callers (an MPI library) require. Off with
@@ -103,6 +104,10 @@ static void *async_main(void *arg)
 		if (!cm_enter(w))
 			continue;
 		w->in_cm = true;
+		/* a burst's open batches go too (batch.c): their tail
+		 * waits at most one look for an application gone away */
+		if (w->nbatch)
+			sib_batches_close(w);
 		sib_hosts_cm(w);
 		w->in_cm = false;
 		cm_leave(w);

@@ -218,6 +218,10 @@ static int params_resolve(sib_context_t *c, const struct sib_context_params *p)
 		return -1;
 	if (env_u32("SIB_SIGNAL_EVERY", 1, 64, &c->signal_every))
 		return -1;
+	/* the largest batch SEND (batch.c); 0: every message alone */
+	c->batch_max = SIB_BATCH_MAX;
+	if (env_u32("SIB_BATCH_MAX", 0, 1u << 20, &c->batch_max))
+		return -1;
 	if (p && (p->thread_mode != SIB_THREAD_SINGLE &&
 		  p->thread_mode != SIB_THREAD_MULTI))
 		return -1;

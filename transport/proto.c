@@ -75,7 +75,9 @@ static int post_send(sib_worker_t *w, struct sib_host *h, struct sib_request *r,
 		r->unsig = unsig;
 		h->tail_posts++;
 		w->c.unsignaled += unsig;
-		if (r->data[0] == SIB_MSG_NOP) /* hdr.type; not a message */
+		/* hdr.type: a NOP is no message; a batch's were counted
+		 * as they joined it (batch.c) */
+		if (r->data[0] == SIB_MSG_NOP || r->data[0] == SIB_MSG_BATCH)
 			return 0;
 		w->c.tx_msgs[r->proto]++;
 		w->c.tx_bytes[r->proto] += r->wire_len - SIB_HDR;
@@ -157,6 +159,10 @@ void sib_rx(sib_worker_t *w, struct ibv_wc *wc)
 	ep->rx_seq = h.seq + 1;
 	if (h.type == SIB_MSG_NOP)   /* it only closed the sender's tail */
 		goto repost;
+	if (h.type == SIB_MSG_BATCH) {   /* counted per message there */
+		sib_batch_rx(w, ep, p + SIB_HDR, wc->byte_len - SIB_HDR, h.ctx);
+		goto repost;
+	}
 	w->c.rx_msgs[h.proto]++;
 	w->c.rx_bytes[h.proto] += wc->byte_len - SIB_HDR;
 	sib_deliver(w, ep, &h, p + SIB_HDR, wc->byte_len - SIB_HDR, cls, idx, &keep);

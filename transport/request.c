@@ -14,17 +14,27 @@
  * malloc and free per message. Under the worker lock, as every caller. */
 #define REQ_CACHE 1024
 
-struct sib_request *sib_req_new(sib_worker_t *w, enum sib_req_kind k,
-				const struct sib_op_params *op)
+/* A request from the cache (or malloc), its fields as they were. */
+struct sib_request *sib_req_take(sib_worker_t *w)
 {
 	struct sib_request *r = w->req_cache;
 
 	if (r) {
 		w->req_cache = r->next_free;
 		w->nreq_cache--;
-	} else if (!(r = malloc(sizeof(*r)))) {
-		return NULL;
+	} else {
+		r = malloc(sizeof(*r));
 	}
+	return r;
+}
+
+struct sib_request *sib_req_new(sib_worker_t *w, enum sib_req_kind k,
+				const struct sib_op_params *op)
+{
+	struct sib_request *r = sib_req_take(w);
+
+	if (!r)
+		return NULL;
 	memset(r, 0, offsetof(struct sib_request, inl));
 	r->kind = k;
 	r->w = w;
@@ -35,6 +45,48 @@ struct sib_request *sib_req_new(sib_worker_t *w, enum sib_req_kind k,
 		r->recv_cb = op->recv_cb;
 		r->cb_arg = op->cb_arg;
 	}
+	return r;
+}
+
+/*
+ * A receive request: every field a receive, its matching, its rendezvous
+ * reading (rndv_rx.c), test, wait, cancel and free read, set one by one;
+ * the send-only ones (proto, cls, wire_len, flush_target, resends,
+ * broken_ms) are left as they were. Two of these per message at a
+ * message-rate test (post, then the match): sib_req_new's memset of
+ * ~270 bytes was the largest single cost of a receive (callgrind,
+ * docs/transport.md "Batching").
+ */
+struct sib_request *sib_req_new_recv(sib_worker_t *w,
+				     const struct sib_op_params *op)
+{
+	struct sib_request *r = sib_req_take(w);
+
+	if (!r)
+		return NULL;
+	r->kind = SIB_REQ_RECV;
+	r->w = w;
+	r->ep = NULL;
+	atomic_store_explicit(&r->done, false, memory_order_relaxed);
+	r->freed = r->wild = r->early = r->posted = false;
+	r->unsig_ok = r->unsig = r->is_batch = false;
+	r->next_free = NULL;
+	r->st = (struct sib_tag_status){ 0 };
+	r->send_cb = op ? op->send_cb : NULL;
+	r->recv_cb = op ? op->recv_cb : NULL;
+	r->cb_arg = op ? op->cb_arg : NULL;
+	sib_list_init(&r->qlink);
+	r->mrecv = (struct sib_mq_recv){ 0 };
+	r->buf = NULL;
+	r->len = 0;
+	r->slot = -1;
+	r->data = NULL;
+	r->nitems = 0;
+	r->members = NULL;
+	r->rdma = NULL;
+	r->rndv = NULL;
+	r->iov = NULL;
+	r->niov = 0;
 	return r;
 }
 
@@ -79,6 +131,22 @@ static bool req_done(sib_request_t *r)
 	return atomic_load_explicit(&r->done, memory_order_acquire);
 }
 
+/* A wait on a send already complete (copied, maybe batched) is the
+ * application saying it waits: open batches go (batch.c). A test is not
+ * (a loop of send-and-test would send every message alone). */
+static void batches_go(sib_worker_t *w)
+{
+	/* single thread: only this thread (never the connection thread)
+	 * opens or closes batches, so the peek is exact; SIB_THREAD_MULTI
+	 * reads it under the lock */
+	if (w->mt || w->nbatch) {
+		sib_lock(w);
+		if (w->nbatch)
+			sib_batches_close(w);
+		sib_unlock(w);
+	}
+}
+
 SIB_API sib_status_t sib_request_test(sib_request_t *r, struct sib_tag_status *st)
 {
 	if (!r)
@@ -108,6 +176,8 @@ SIB_API sib_status_t sib_request_wait(sib_request_t *r, struct sib_tag_status *s
 
 	if (!r || r->freed)
 		return SIB_ERR_INVALID_PARAM;
+	if (req_done(r))
+		batches_go(r->w);
 	while (!req_done(r)) {
 		if (sib_worker_progress(r->w) > 0 || req_done(r)) {
 			idle = 0;

@@ -289,6 +289,9 @@ struct sib_worker_attr {
 	uint64_t resent;        /* sends re-posted after a connection failed */
 	uint64_t unsignaled;    /* short sends posted without a completion */
 	uint64_t tail_nops;     /* NOPs sent to close an unsignalled tail */
+	uint64_t tx_batches;    /* SENDs that carried a batch of messages */
+	uint64_t tx_batched;    /* messages sent in batches */
+	uint64_t rx_batches;    /* batches received */
 	/* rendezvous and RMA (rndv.c, rma.c) */
 	size_t rndv_thresh_local;  /* above: rendezvous, same host */
 	size_t rndv_thresh_remote; /* above: rendezvous, other hosts */

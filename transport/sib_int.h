@@ -69,7 +69,10 @@ enum sib_msg_type { SIB_MSG_TAG = 1, SIB_MSG_AM = 2,
 		   SIB_MSG_RTR = 6, SIB_MSG_FIN_W = 7,
 		   /* nothing: a signalled WR behind unsignalled ones (host.c
 		    * sib_host_close_tail); the receiver drops it in order */
-		   SIB_MSG_NOP = 8 };
+		   SIB_MSG_NOP = 8,
+		   /* several small tagged messages in one SEND (batch.c):
+		    * hdr.ctx is their count, sib_bitem + payload each */
+		   SIB_MSG_BATCH = 9 };
 
 struct sib_hdr {
 	uint8_t type;       /* enum sib_msg_type */
@@ -82,6 +85,17 @@ struct sib_hdr {
 };
 #define SIB_HDR ((uint32_t)sizeof(struct sib_hdr))
 
+/* One message of a batch (batch.c): this header, then `len` bytes of
+ * payload padded to 8. The batch's sib_hdr gives source and sequence. */
+struct sib_bitem {
+	uint32_t len;       /* payload bytes; bits 24..31: the proto id the
+			       message would have gone by (counters) */
+	uint32_t ctx;
+	uint64_t tag;
+};
+#define SIB_BITEM ((uint32_t)sizeof(struct sib_bitem))
+#define SIB_BITEM_LEN_MASK 0xffffffu
+
 /* The wr_id of an SRQ receive: this bit, the class << 32, the index. A
  * send's wr_id is its request's address (a user-space pointer: bit 63
  * clear). */
@@ -91,6 +105,11 @@ struct sib_hdr {
 /* at least one in this many short sends in a row is signalled (proto.c);
  * the SIB_SIGNAL_EVERY key, 1..64 */
 #define SIB_SIGNAL_EVERY 16
+/* the largest batch of small tagged messages in one SEND, bytes (batch.c;
+ * docs/transport.md "Batching"); the SIB_BATCH_MAX key, 0 turns it off */
+#define SIB_BATCH_MAX 2048
+/* the largest message a batch takes */
+#define SIB_BATCH_ITEM_MAX 256
 /* a waiting request spins this long (us) after the last event before it
  * yields the core every 64 empty polls (tag.c); the SIB_SPIN_US key */
 #define SIB_SPIN_US 50
@@ -139,6 +158,7 @@ struct sib_context {
 	uint32_t nclasses;
 	struct sib_class_param classes[SIB_MAX_CLASSES];
 	uint32_t short_max;      /* 0: short protocol off */
+	uint32_t batch_max;      /* SIB_BATCH_MAX key: 0 no batching (batch.c) */
 	uint32_t signal_every;   /* SIB_SIGNAL_EVERY key (proto.c) */
 	uint32_t spin_us;        /* SIB_SPIN_US key: spin before yielding (tag.c) */
 	sib_thread_mode_t thread_mode;
@@ -198,6 +218,11 @@ struct sib_ep {
 	uint64_t ping_next_ms;
 	int ping_missed;
 	uint32_t rndv_wait;      /* my rendezvous sends waiting for its FIN */
+	/* batching (batch.c): the open batch (not yet submitted) and the
+	 * progress generation of the last send that went on its own */
+	struct sib_request *batch;
+	sib_link_t blink;        /* worker->batch_eps while batch is open */
+	uint64_t tx_gen;
 	sib_link_t flushes;      /* flush requests waiting */
 };
 
@@ -224,6 +249,7 @@ struct sib_request {
 	 * whose callback is lazy: SIB_OP_LAZY_CB) */
 	bool unsig_ok;
 	bool unsig;              /* posted unsignalled: no completion of its own */
+	bool is_batch;           /* a batch (batch.c): the library's */
 	struct sib_request *next_free;   /* the worker's cache of requests */
 	struct sib_tag_status st;
 	sib_send_cb_t send_cb;
@@ -243,6 +269,10 @@ struct sib_request {
 	int resends;
 	uint64_t broken_ms;      /* when a send QP first broke under it */
 	uint8_t *data;           /* header + payload (short: inline copy) */
+	/* a batch: how many messages, and those of them with a callback
+	 * (linked by next_free), completed when the batch is */
+	uint32_t nitems;
+	struct sib_request *members;
 	/* rendezvous and RMA (rndv.c, rma.c) */
 	struct sib_rdma *rdma;   /* an RDMA WR, posted by the rndv row */
 	struct sib_rndv_rx *rndv;/* receive: a matched rendezvous reading */
@@ -271,6 +301,7 @@ struct sib_counters {
 	uint64_t unexpected, srq_limit_events, srq_refills, reconnects;
 	uint64_t handshakes, resent, dup_dropped, seq_gaps;
 	uint64_t unsignaled, tail_nops;
+	uint64_t tx_batches, tx_batched, rx_batches;
 	uint32_t send_qps_max, recv_qps;
 };
 
@@ -325,6 +356,11 @@ struct sib_worker {
 	uint32_t inflight;       /* WRs on every send QP (bounded by the CQ) */
 	uint32_t rx_wild;        /* posted receives from any source */
 	sib_link_t ahs;          /* UD address handles, cached */
+	/* batching (batch.c): progress calls so far (a send in the same
+	 * generation as another to its endpoint is batched), open batches */
+	uint64_t pgen;
+	sib_link_t batch_eps;
+	uint32_t nbatch;
 	struct sib_mq mq;
 	struct sib_am_slot am[SIB_AM_MAX_ID];
 	struct sib_counters c;
@@ -477,6 +513,9 @@ SIB_LOCAL void sib_requests_destroy(sib_worker_t *w);
 
 SIB_LOCAL struct sib_request *sib_req_new(sib_worker_t *w, enum sib_req_kind k,
 					  const struct sib_op_params *op);
+SIB_LOCAL struct sib_request *sib_req_take(sib_worker_t *w);
+SIB_LOCAL struct sib_request *sib_req_new_recv(sib_worker_t *w,
+					       const struct sib_op_params *op);
 SIB_LOCAL void sib_req_put(sib_worker_t *w, struct sib_request *r);
 SIB_LOCAL void sib_req_cache_fini(sib_worker_t *w);
 SIB_LOCAL sib_status_t sib_send_start(struct sib_ep *ep, struct sib_hdr *h,
@@ -484,6 +523,23 @@ SIB_LOCAL sib_status_t sib_send_start(struct sib_ep *ep, struct sib_hdr *h,
 				      const void *b, size_t blen,
 				      const struct sib_op_params *op,
 				      sib_request_t **out);
+
+SIB_LOCAL uint32_t sib_class_for(const struct sib_ep *ep, uint32_t wire);
+
+/* ---- batch.c: small tagged messages packed into one SEND ---- */
+/* SIB_OK: batched (*out set); SIB_INPROGRESS: send it alone; or an error */
+SIB_LOCAL sib_status_t sib_batch_add(struct sib_ep *ep, const struct sib_hdr *h,
+				     const void *buf, size_t len,
+				     const struct sib_op_params *op,
+				     sib_request_t **out);
+SIB_LOCAL void sib_batch_close(sib_worker_t *w, struct sib_ep *ep);
+SIB_LOCAL void sib_batches_close(sib_worker_t *w);
+SIB_LOCAL void sib_batch_drop(sib_worker_t *w, struct sib_ep *ep,
+			      sib_status_t st);
+SIB_LOCAL void sib_batch_finished(sib_worker_t *w, struct sib_request *r,
+				  sib_status_t st);
+SIB_LOCAL void sib_batch_rx(sib_worker_t *w, struct sib_ep *src,
+			    const uint8_t *p, size_t len, uint32_t n);
 
 /* ---- rndv.c: the rendezvous protocol ---- */
 SIB_LOCAL size_t sib_rndv_thresh(const struct sib_ep *ep);

@@ -73,6 +73,9 @@ SIB_API sib_status_t sib_worker_query(sib_worker_t *w, struct sib_worker_attr *a
 	a->resent = w->c.resent;
 	a->unsignaled = w->c.unsignaled;
 	a->tail_nops = w->c.tail_nops;
+	a->tx_batches = w->c.tx_batches;
+	a->tx_batched = w->c.tx_batched;
+	a->rx_batches = w->c.rx_batches;
 	sib_rma_query(w, a);
 	sib_unlock(w);
 	return SIB_OK;

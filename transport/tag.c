@@ -42,6 +42,7 @@ struct sib_ep *sib_ep_get(sib_worker_t *w, uint32_t id)
 	ep->w = w;
 	ep->id = id;
 	sib_list_init(&ep->flushes);
+	sib_list_init(&ep->blink);
 	sib_list_add_tail(&w->eps, &ep->link);
 	sib_list_add_head(&w->ep_hash[id & (SIB_EP_BUCKETS - 1)], &ep->hlink);
 	return ep;
@@ -141,6 +142,8 @@ void sib_slot_release(sib_worker_t *w, int slot)
 /* A send is over (delivered, failed, cancelled): its resources go back. */
 void sib_send_finished(sib_worker_t *w, struct sib_request *r, sib_status_t st)
 {
+	if (r->is_batch)
+		sib_batch_finished(w, r, st);
 	if (r->slot >= 0) {
 		sib_slot_release(w, r->slot);
 		/* a slot came free: hosts waiting for one may post again */
@@ -197,11 +200,13 @@ void sib_ep_fail(sib_worker_t *w, struct sib_ep *ep, const char *why)
 	struct sib_mq_recv *mr;
 	sib_link_t *lists[2], *e, *n;
 	unsigned failed = 0;
-	bool waited = ep->tx_issued != ep->tx_done || ep->rndv_wait;
+	bool waited = ep->tx_issued != ep->tx_done || ep->rndv_wait || ep->batch;
 
 	if (ep->failed)
 		return;
 	ep->failed = true;
+	/* its messages fail with the rest (submitting it would connect) */
+	sib_batch_drop(w, ep, SIB_ERR_PEER_FAILED);
 	if (ep->host) {
 		lists[0] = &ep->host->pending;
 		lists[1] = &ep->host->retry;
@@ -235,7 +240,7 @@ void sib_ep_fail(sib_worker_t *w, struct sib_ep *ep, const char *why)
 
 /* ---------------- sending ---------------- */
 
-static uint32_t class_for(const struct sib_ep *ep, uint32_t wire)
+uint32_t sib_class_for(const struct sib_ep *ep, uint32_t wire)
 {
 	for (uint32_t i = 0; i < ep->addr.nclasses; i++)
 		if (wire <= ep->addr.class_size[i])
@@ -257,6 +262,16 @@ sib_status_t sib_send_start(struct sib_ep *ep, struct sib_hdr *h,
 
 	if (ep->failed)
 		return SIB_ERR_PEER_FAILED;
+	/* a burst: batched (batch.c); the first send of one goes alone */
+	if (h->type == SIB_MSG_TAG && !blen && (ep->batch || ep->tx_gen == w->pgen ||
+	    !sib_list_empty(&ep->host->pending))) {
+		sib_status_t bst = sib_batch_add(ep, h, a, alen, op, out);
+
+		if (bst != SIB_INPROGRESS)
+			return bst;
+	}
+	if (ep->batch)            /* what was batched goes first */
+		sib_batch_close(w, ep);
 	if (len <= w->short_lim)   /* the common case, without the walk */
 		proto = SIB_PROTO_SHORT;
 	else if (sib_proto_select(w, len, &proto))
@@ -274,7 +289,7 @@ sib_status_t sib_send_start(struct sib_ep *ep, struct sib_hdr *h,
 				     h->type == SIB_MSG_AM ? alen : 0, &v, 1,
 				     op, out);
 	}
-	cls = class_for(ep, (uint32_t)(SIB_HDR + len));
+	cls = sib_class_for(ep, (uint32_t)(SIB_HDR + len));
 	if (cls == UINT32_MAX)
 		return SIB_ERR_MSG_TOO_LONG;   /* the peer's buffers are smaller */
 	r = sib_req_new(w, SIB_REQ_SEND, op);
@@ -305,6 +320,7 @@ sib_status_t sib_send_start(struct sib_ep *ep, struct sib_hdr *h,
 		      (!r->send_cb || (op && (op->flags & SIB_OP_LAZY_CB)));
 	sib_host_submit(w, ep->host, r);
 	r->unsig_ok = false;
+	ep->tx_gen = w->pgen;
 	/* Posted, with its bytes copied (inline, or into a bounce slot):
 	 * the caller's buffer is free, so a send that asked for no callback
 	 * completes now, as a short or eager send does in UCX. Waiting for
@@ -343,7 +359,10 @@ SIB_API sib_status_t sib_tag_send_nb(sib_ep_t *ep, const void *buf,
 	if (op && (op->flags & SIB_OP_IOV))
 		return sib_tag_send_iov(ep, buf, len, tag, ctx_id, op, req);
 	sib_lock(ep->w);
-	st = sib_send_start(ep, &h, buf, len, NULL, 0, op, req);
+	/* a batch open: straight into it (sib_send_start would get there) */
+	st = ep->batch ? sib_batch_add(ep, &h, buf, len, op, req) : SIB_INPROGRESS;
+	if (st == SIB_INPROGRESS)
+		st = sib_send_start(ep, &h, buf, len, NULL, 0, op, req);
 	if (!st) {
 		(*req)->st.tag = tag;
 		(*req)->st.ctx_id = ctx_id;
@@ -362,6 +381,7 @@ SIB_API sib_status_t sib_ep_flush(sib_ep_t *ep, sib_request_t **req)
 	if (!ep_usable(ep) || !req)
 		return SIB_ERR_INVALID_PARAM;
 	sib_lock(ep->w);
+	sib_batch_close(ep->w, ep);
 	if (ep->tx_done >= ep->tx_issued) {
 		sib_unlock(ep->w);
 		return ep->failed ? SIB_ERR_PEER_FAILED : SIB_OK;
@@ -394,11 +414,13 @@ SIB_API sib_status_t sib_ep_destroy(sib_ep_t *ep)
 	/* the receive state (sequence numbers) stays with the worker: the
 	 * peer may still send to us */
 	if (--ep->refs == 0 && ep->host) {
+		/* a batch holds messages already reported sent: it goes */
+		sib_batch_close(w, ep);
 		for (e = ep->host->pending.next; e != &ep->host->pending; e = n) {
 			struct sib_request *r = SIB_CONTAINER(e, struct sib_request, qlink);
 
 			n = e->next;
-			if (r->ep == ep) {
+			if (r->ep == ep && !r->is_batch) {
 				sib_list_del(e);
 				sib_send_finished(w, r, SIB_ERR_CANCELED);
 			}
@@ -434,7 +456,7 @@ static int iov_set(struct sib_request *r, const void *buf, size_t n)
 static sib_status_t recv_req_new(sib_worker_t *w, void *buf, size_t len,
 				 const struct sib_op_params *op, struct sib_request **rp)
 {
-	struct sib_request *r = sib_req_new(w, SIB_REQ_RECV, op);
+	struct sib_request *r = sib_req_new_recv(w, op);
 
 	if (!r)
 		return SIB_ERR_NO_MEMORY;
@@ -666,6 +688,10 @@ SIB_API void sib_am_data_release(sib_worker_t *w, void *data)
 void sib_requests_destroy(sib_worker_t *w)
 {
 	sib_link_t *e;
+
+	while (!sib_list_empty(&w->batch_eps))   /* never submitted */
+		sib_batch_drop(w, SIB_CONTAINER(w->batch_eps.next, struct sib_ep,
+						blink), SIB_ERR_CANCELED);
 
 	for (e = w->hosts.next; e != &w->hosts; e = e->next) {
 		struct sib_host *h = SIB_CONTAINER(e, struct sib_host, link);

@@ -323,6 +323,8 @@ SIB_API sib_status_t sib_worker_create(sib_context_t *ctx,
 	sib_list_init(&w->tqps);
 	sib_list_init(&w->ahs);
 	sib_list_init(&w->slot_wait);
+	sib_list_init(&w->batch_eps);
+	w->pgen = 1;   /* an endpoint's tx_gen starts at 0: not this one */
 	if (sib_mq_init(&w->mq)) {
 		free(w);
 		return SIB_ERR_NO_MEMORY;
@@ -448,6 +450,10 @@ int sib_progress_locked(sib_worker_t *w)
 	int total;
 	uint64_t now;
 
+	/* batched messages go now; the next send goes alone (batch.c) */
+	w->pgen++;
+	if (w->nbatch)
+		sib_batches_close(w);
 	total = cq_drain(w);
 	/* next_timer_ms 0: someone wants the timers now (a slot came free) */
 	if (w->next_timer_ms && ++w->timer_polls < TIMER_POLLS)

@@ -225,11 +225,13 @@ static void check_counters(sib_worker_t *w, const char *who)
 		     a.send_qps, a.send_qps_max, a.hosts_sent_to);
 	printf("sib_alltoall %s: send_qps=%u send_qps_max=%u hosts_sent_to=%u "
 	       "recv_qps=%u short=%llu eager=%llu unexpected=%llu reconnects=%llu "
-	       "resent=%llu\n", who, a.send_qps, a.send_qps_max, a.hosts_sent_to,
+	       "resent=%llu batched=%llu/%llu\n", who, a.send_qps, a.send_qps_max,
+	       a.hosts_sent_to,
 	       a.recv_qps, (unsigned long long)a.tx_msgs[SIB_PROTO_SHORT],
 	       (unsigned long long)a.tx_msgs[SIB_PROTO_EAGER],
 	       (unsigned long long)a.unexpected, (unsigned long long)a.reconnects,
-	       (unsigned long long)a.resent);
+	       (unsigned long long)a.resent, (unsigned long long)a.tx_batched,
+	       (unsigned long long)a.tx_batches);
 }
 
 static void write_addr(sib_worker_t *w, const char *dir, const char *name)

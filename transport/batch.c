@@ -1,0 +1,260 @@
+/*
+ * batch.c: small tagged messages packed into one SEND (docs/transport.md
+ * "Batching").
+ *
+ * One ibv_post_send costs more than everything else a small message does
+ * (~0.4 us on softib's shared-memory link), so a message rate bounded by
+ * one SEND per message stays near 1-2 M msg/s. Here several small tagged
+ * messages to one endpoint share one SEND: a sib_hdr of type
+ * SIB_MSG_BATCH (its ctx the count, its seq one of the endpoint's
+ * sequence), then per message a sib_bitem (length, context, tag) and the
+ * payload, padded to 8.
+ *
+ * When: a lone message never waits. The first send to an endpoint after a
+ * progress call goes at once, as before; a second one before the next
+ * progress call (a window of sends, a burst) opens a batch in a bounce
+ * slot, and the ones after it join, until it holds SIB_BATCH_MAX bytes
+ * (then it goes and the next opens another). An open batch goes (is
+ * submitted to its host, in its endpoint's order) at:
+ *   - the next progress call (sib_progress_locked), which every wait and
+ *     probe makes, and a test of a request not yet complete; also a wait
+ *     on a send already complete (the application waits for something);
+ *   - any other send to the endpoint (AM, rendezvous, a long message),
+ *     before it: the endpoint's order is the wire's;
+ *   - a flush of the endpoint, its failure, the worker's destruction.
+ *
+ * Completion: a batched message's bytes are copied into the slot when the
+ * call returns, so one without a send callback is complete then (as a
+ * short send posted at once: sib.h); one with a callback completes with
+ * its batch (delivered, or failed). The batch itself is the library's
+ * request: one WR, one sequence number, one tx_issued for flush.
+ *
+ * The receiver unpacks a batch in order, each message matched on its own
+ * (sib_deliver: posted receives, wildcards, truncation, the unexpected
+ * queue that probe and mprobe read), so MPI's non-overtaking order holds.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sib_int.h"
+
+static uint32_t pad8(uint32_t n)
+{
+	return (n + 7u) & ~7u;
+}
+
+/* The bytes a batch to ep may hold: the key, the bounce slot, the
+ * largest receive buffer of the peer. */
+static uint32_t batch_cap(const sib_worker_t *w, const struct sib_ep *ep)
+{
+	uint32_t cap = w->ctx->batch_max;
+
+	if (cap > w->slot_size)
+		cap = w->slot_size;
+	if (ep->addr.nclasses && cap > ep->addr.class_size[ep->addr.nclasses - 1])
+		cap = ep->addr.class_size[ep->addr.nclasses - 1];
+	return cap;
+}
+
+/* A new batch in a bounce slot; NULL when none is free (or no memory):
+ * the message then goes alone. */
+static struct sib_request *batch_open(sib_worker_t *w, struct sib_ep *ep)
+{
+	struct sib_request *r;
+
+	if (!w->nfree || !(r = sib_req_new(w, SIB_REQ_SEND, NULL)))
+		return NULL;
+	r->slot = w->free_slots[--w->nfree];
+	r->data = w->sbuf + (size_t)r->slot * w->slot_size;
+	r->ep = ep;
+	r->proto = SIB_PROTO_EAGER;
+	r->is_batch = true;
+	r->freed = true;          /* nobody holds it: released at completion */
+	r->wire_len = SIB_HDR;    /* the header is written at close */
+	r->len = batch_cap(w, ep);   /* a send's len is free: the cap */
+	ep->batch = r;
+	sib_list_add_tail(&w->batch_eps, &ep->blink);
+	w->nbatch++;
+	return r;
+}
+
+/*
+ * The request of a batched message: only what test, wait, free, cancel
+ * and completion read is set (the per-message cost is the point here;
+ * sib_req_new clears ~270 bytes). It is in no list, has no slot or data
+ * of its own, and goes back to the cache at sib_request_free (complete)
+ * or at its batch's completion (callback, freed before).
+ */
+static struct sib_request *batched_req(sib_worker_t *w, struct sib_ep *ep,
+				       const struct sib_op_params *op)
+{
+	struct sib_request *r = sib_req_take(w);
+
+	if (!r)
+		return NULL;
+	r->kind = SIB_REQ_SEND;
+	r->w = w;
+	r->ep = ep;
+	atomic_store_explicit(&r->done, false, memory_order_relaxed);
+	r->freed = r->wild = r->early = r->posted = r->is_batch = false;
+	r->unsig_ok = r->unsig = false;
+	r->next_free = NULL;
+	r->st = (struct sib_tag_status){ 0 };
+	r->send_cb = op ? op->send_cb : NULL;
+	r->recv_cb = NULL;
+	r->cb_arg = op ? op->cb_arg : NULL;
+	r->slot = -1;
+	r->data = NULL;
+	r->rndv = NULL;
+	r->rdma = NULL;
+	return r;
+}
+
+sib_status_t sib_batch_add(struct sib_ep *ep, const struct sib_hdr *h,
+			   const void *buf, size_t len,
+			   const struct sib_op_params *op, sib_request_t **out)
+{
+	sib_worker_t *w = ep->w;
+	struct sib_request *b = ep->batch, *r;
+	struct sib_bitem it;
+	uint32_t need = SIB_BITEM + pad8((uint32_t)len);
+	uint8_t *p;
+
+	if (len > SIB_BATCH_ITEM_MAX || !w->ctx->batch_max || ep->failed)
+		return SIB_INPROGRESS;
+	if (b && b->wire_len + need > b->len) {
+		sib_batch_close(w, ep);
+		b = NULL;
+	}
+	if (!b) {
+		/* the first message since the last progress call goes alone,
+		 * unless its host is backed up (it would wait anyway) */
+		if (ep->tx_gen != w->pgen && (!ep->host ||
+		    sib_list_empty(&ep->host->pending)))
+			return SIB_INPROGRESS;
+		if (SIB_HDR + need > batch_cap(w, ep) || !(b = batch_open(w, ep)))
+			return SIB_INPROGRESS;
+	}
+	r = batched_req(w, ep, op);
+	if (!r)
+		return SIB_ERR_NO_MEMORY;
+	it.len = (uint32_t)len | (uint32_t)(len <= w->short_lim ? SIB_PROTO_SHORT :
+					    SIB_PROTO_EAGER) << 24;
+	it.ctx = h->ctx;
+	it.tag = h->tag;
+	p = b->data + b->wire_len;
+	memcpy(p, &it, SIB_BITEM);
+	if (len)
+		memcpy(p + SIB_BITEM, buf, len);
+	b->wire_len += need;
+	b->nitems++;
+	w->c.tx_batched++;
+	w->c.tx_msgs[it.len >> 24]++;
+	w->c.tx_bytes[it.len >> 24] += len;
+	r->st.length = len;
+	if (r->send_cb) {         /* completes with the batch */
+		r->next_free = b->members;
+		b->members = r;
+	} else {                  /* copied: complete now (sib.h) */
+		r->st.status = SIB_OK;
+		atomic_store_explicit(&r->done, true, memory_order_release);
+	}
+	*out = r;
+	return SIB_OK;
+}
+
+/* The open batch of ep goes to its host's queue, in ep's order. */
+void sib_batch_close(sib_worker_t *w, struct sib_ep *ep)
+{
+	struct sib_request *b = ep->batch;
+	struct sib_hdr hdr = { .type = SIB_MSG_BATCH, .proto = SIB_PROTO_EAGER };
+
+	if (!b)
+		return;
+	ep->batch = NULL;
+	sib_list_del(&ep->blink);
+	w->nbatch--;
+	hdr.src = w->id;
+	hdr.ctx = b->nitems;
+	hdr.seq = ep->tx_seq++;
+	memcpy(b->data, &hdr, SIB_HDR);
+	b->cls = sib_class_for(ep, b->wire_len);   /* fits: batch_cap */
+	ep->tx_issued++;
+	ep->tx_gen = w->pgen;
+	w->c.tx_batches++;
+	sib_host_submit(w, ep->host, b);
+}
+
+/* The open batch of ep never goes: its endpoint failed, or the worker
+ * goes; its messages end with st (callbacks run). */
+void sib_batch_drop(sib_worker_t *w, struct sib_ep *ep, sib_status_t st)
+{
+	struct sib_request *b = ep->batch;
+
+	if (!b)
+		return;
+	ep->batch = NULL;
+	sib_list_del(&ep->blink);
+	w->nbatch--;
+	ep->tx_issued++;          /* sib_send_finished counts it done */
+	sib_send_finished(w, b, st);
+}
+
+void sib_batches_close(sib_worker_t *w)
+{
+	while (!sib_list_empty(&w->batch_eps))
+		sib_batch_close(w, SIB_CONTAINER(w->batch_eps.next,
+						 struct sib_ep, blink));
+}
+
+/* The batch is over (delivered, failed, cancelled): its messages with a
+ * callback complete with it. */
+void sib_batch_finished(sib_worker_t *w, struct sib_request *r, sib_status_t st)
+{
+	struct sib_request *m = r->members, *n;
+
+	(void)w;
+	r->members = NULL;
+	for (; m; m = n) {
+		n = m->next_free;
+		m->next_free = NULL;
+		sib_req_complete(m, st);
+	}
+}
+
+/* A batch arrived from src: each message matched in order. A malformed
+ * one (a length past the end) stops the unpacking, logged. */
+void sib_batch_rx(sib_worker_t *w, struct sib_ep *src, const uint8_t *p,
+		  size_t len, uint32_t n)
+{
+	struct sib_hdr h = { .type = SIB_MSG_TAG, .src = src->id };
+	size_t off = 0;
+	bool keep = false;
+
+	w->c.rx_batches++;
+	for (uint32_t i = 0; i < n; i++) {
+		struct sib_bitem it;
+		uint32_t ilen;
+
+		if (len - off < SIB_BITEM)
+			goto bad;
+		memcpy(&it, p + off, SIB_BITEM);
+		ilen = it.len & SIB_BITEM_LEN_MASK;
+		h.proto = (uint8_t)(it.len >> 24);
+		if (ilen > len - off - SIB_BITEM || h.proto >= SIB_PROTO_MAX)
+			goto bad;
+		h.ctx = it.ctx;
+		h.tag = it.tag;
+		w->c.rx_msgs[h.proto]++;
+		w->c.rx_bytes[h.proto] += ilen;
+		/* a tagged message: copied or matched, never kept */
+		sib_deliver(w, src, &h, (uint8_t *)(uintptr_t)(p + off + SIB_BITEM),
+			    ilen, 0, 0, &keep);
+		off += SIB_BITEM + pad8(ilen);
+		if (off > len)
+			off = len;
+	}
+	return;
+bad:
+	sib_log("malformed batch from %u: message %zu bytes in", src->id, off);
+}
