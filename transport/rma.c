@@ -314,7 +314,8 @@ void sib_rma_done_one(sib_worker_t *w)
  * The descriptors of user operations are kept for reuse (worker lock
  * held): a malloc and a free per put, get or atomic were 10 % of the
  * instructions libsib adds to one (docs/transport.md, "One-sided
- * latency"). The link to the next is the descriptor's first word.
+ * latency"). A kept descriptor links to the next through its parent
+ * field (unused by user operations; rewritten when it is taken).
  */
 #define RDMA_KEEP 64
 
@@ -324,7 +325,7 @@ static struct sib_rdma *rdma_get(struct sib_rma_w *rw)
 
 	if (!d)
 		return malloc(sizeof(*d));
-	memcpy(&rw->rdma_free, d, sizeof(d));
+	rw->rdma_free = d->parent;
 	rw->nrdma_free--;
 	return d;
 }
@@ -335,7 +336,7 @@ static void rdma_put(struct sib_rma_w *rw, struct sib_rdma *d)
 		free(d);
 		return;
 	}
-	memcpy(d, &rw->rdma_free, sizeof(d));
+	d->parent = rw->rdma_free;
 	rw->rdma_free = d;
 	rw->nrdma_free++;
 }
