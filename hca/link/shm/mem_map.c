@@ -172,6 +172,28 @@ static int query(int mapsfd, uint64_t addr, struct hca_procmap_query *q)
 	return ioctl(mapsfd, HCA_PROCMAP_QUERY, q) ? errno : 0;
 }
 
+/* Whether this kernel answers PROCMAP_QUERY (6.11 and later): asked once,
+ * of our own maps, for an address that is surely mapped. */
+bool hca_mem_map_available(void)
+{
+	static _Atomic int ok = -1;
+	int v = atomic_load_explicit(&ok, memory_order_relaxed);
+
+	if (v < 0) {
+		struct hca_procmap_query q;
+		int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+
+		memset(&q, 0, sizeof(q));
+		q.size = sizeof(q);
+		q.query_addr = (uintptr_t)&hca_mem_map_available;
+		v = fd >= 0 && ioctl(fd, HCA_PROCMAP_QUERY, &q) == 0;
+		if (fd >= 0)
+			close(fd);
+		atomic_store_explicit(&ok, v, memory_order_relaxed);
+	}
+	return v;
+}
+
 /* Sealed against shrinking, and not hugetlbfs (whose page faults fail
  * with SIGBUS when the pool of huge pages runs dry). */
 static bool sealed(int fd)

@@ -25,6 +25,10 @@ int hca_mem_map_move(struct hca_dev *dev, uint16_t slot, uint32_t gen, bool writ
  * thread through the link's serve). */
 void hca_mem_map_sweep(struct hca_dev *dev);
 
+/* Whether the kernel can tell which file backs another process's range
+ * (PROCMAP_QUERY, Linux 6.11): without it every move goes by CMA. */
+bool hca_mem_map_available(void);
+
 /* Counters of this process: moves by mapping, mappings made, unmapped. */
 struct hca_mem_map_stats {
 	uint64_t moves, maps, unmaps, refused;
