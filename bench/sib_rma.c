@@ -12,8 +12,15 @@
  *   add_lat   one 64-bit fetch-add, waited (µs)
  * Sizes 1 B .. 64 MiB (powers of 4, plus 1 MiB), eager and rendezvous.
  * Prints the registration cache's hits, misses and the mean cost of a miss.
+ * The exposed region (the target of puts, gets and atomics) is, by -a:
+ *   memfd   sib_mem_map(NULL): libsib's allocation, a shared memfd that the
+ *           peer's HCA maps (memcpy, no system call) — the default
+ *   anon    sib_mem_map(NULL) with SIB_MEM_ALLOC=anon: private memory
+ *   malloc  the application's malloc'd buffer given to sib_mem_map
+ * (both of the last two: one cross-memory-attach system call per put/get).
  *
  *   mpirun -np 2 sib_rma [TEST|all] [-i ITERS] [-w WINDOW] [-m MAXSIZE]
+ *                        [-a memfd|anon|malloc]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +38,8 @@ static sib_mem_t *mem;
 static sib_rkey_t *rkey;
 static uint64_t rbase;
 static volatile uint8_t *local;
+static const char *alloc = "memfd";
+static void *user_region;
 
 static double now_us(void)
 {
@@ -230,8 +239,21 @@ static void setup_rma(void)
 	uint8_t msg[512];
 	sib_request_t *r[2];
 
-	if (sib_mem_map(W, NULL, maxsize, &mem) || sib_rkey_pack(mem, &blob, &blen))
+	if (!strcmp(alloc, "malloc")) {
+		user_region = malloc(maxsize);
+		if (!user_region)
+			exit(1);
+		memset(user_region, 0, maxsize);
+	} else if (!strcmp(alloc, "anon")) {
+		setenv("SIB_MEM_ALLOC", "anon", 1);
+	}
+	if (sib_mem_map(W, user_region, maxsize, &mem) ||
+	    sib_rkey_pack(mem, &blob, &blen))
 		exit(1);
+	if (job.rank == 0)
+		printf("# region: %s (%s)\n", alloc,
+		       sib_mem_fd(mem) >= 0 ? "shared memfd: the mapping route" :
+		       "private memory: cross-memory attach");
 	local = sib_mem_addr(mem);
 	*(uint64_t *)msg = (uintptr_t)local;
 	memcpy(msg + 8, blob, blen);
@@ -294,6 +316,8 @@ int main(int argc, char **argv)
 			window = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "-m") && i + 1 < argc)
 			maxsize = strtoull(argv[++i], NULL, 0);
+		else if (!strcmp(argv[i], "-a") && i + 1 < argc)
+			alloc = argv[++i];
 		else
 			which = argv[i];
 	}
@@ -328,6 +352,7 @@ int main(int argc, char **argv)
 		       a.regs_total ? a.reg_miss_ns / 1e3 / a.regs_total : 0.0);
 	sib_rkey_destroy(rkey);
 	sib_mem_unmap(mem);
+	free(user_region);
 	sib_job_fence(&job);
 	sib_fini_pmix(&job);
 	return 0;

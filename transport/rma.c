@@ -22,6 +22,7 @@
  * handshake) with the operations flushed behind it.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
@@ -40,6 +41,7 @@ struct sib_mem {
 	void *addr;
 	size_t len;
 	bool owned;              /* allocated by sib_mem_map */
+	int fd;                  /* owned: its memfd, -1: anonymous */
 	struct ibv_mr *mr;
 };
 
@@ -308,11 +310,44 @@ void sib_rma_done_one(sib_worker_t *w)
 	flushes_check(w);
 }
 
+/*
+ * The descriptors of user operations are kept for reuse (worker lock
+ * held): a malloc and a free per put, get or atomic were 10 % of the
+ * instructions libsib adds to one (docs/transport.md, "One-sided
+ * latency"). A kept descriptor links to the next through its parent
+ * field (unused by user operations; rewritten when it is taken).
+ */
+#define RDMA_KEEP 64
+
+static struct sib_rdma *rdma_get(struct sib_rma_w *rw)
+{
+	struct sib_rdma *d = rw->rdma_free;
+
+	if (!d)
+		return malloc(sizeof(*d));
+	rw->rdma_free = d->parent;
+	rw->nrdma_free--;
+	return d;
+}
+
+static void rdma_put(struct sib_rma_w *rw, struct sib_rdma *d)
+{
+	if (rw->nrdma_free >= RDMA_KEEP) {
+		free(d);
+		return;
+	}
+	d->parent = rw->rdma_free;
+	rw->rdma_free = d;
+	rw->nrdma_free++;
+}
+
 /* A user's put / get / atomic has completed (st is its status). */
 static void rma_done(sib_request_t *r, sib_status_t st, void *arg)
 {
 	struct sib_rdma *d = r->rdma;
 	sib_worker_t *w = r->w;
+	sib_send_cb_t cb;
+	void *user_arg;
 
 	(void)arg;
 	if (st == SIB_OK && d->bounce && d->slot_addr) {
@@ -325,12 +360,56 @@ static void rma_done(sib_request_t *r, sib_status_t st, void *arg)
 	r->rdma = NULL;
 	r->send_cb = d->user_cb;
 	sib_rma_done_one(w);
-	if (d->user_cb)
-		d->user_cb(r, st, d->user_arg);
-	free(d);
+	cb = d->user_cb;
+	user_arg = d->user_arg;
+	rdma_put(w->rma, d);
+	if (cb)
+		cb(r, st, user_arg);
 }
 
 /* ---------------- regions and keys ---------------- */
+
+/*
+ * Memory that libsib allocates for a region (sib_mem_map with addr NULL):
+ * a memfd sealed against shrinking and growing, mapped shared. Another
+ * process's HCA on the host may then map the same pages and move a put,
+ * get or atomic with memcpy instead of a system call (the mapping route,
+ * docs/transport.md "One-sided operations"). SIB_MEM_ALLOC=anon asks
+ * for private anonymous memory instead (cross-memory attach), as does a
+ * failure of memfd_create. Unlike private memory, the pages stay shared
+ * with a child after fork.
+ */
+static void *mem_alloc(size_t len, int *fd)
+{
+	const char *v = getenv("SIB_MEM_ALLOC");
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE), n = (len + pg - 1) & ~(pg - 1);
+	void *p;
+	int f;
+
+	*fd = -1;
+	if (!v || strcmp(v, "anon")) {
+		f = memfd_create("sib_mem", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		if (f >= 0 && !ftruncate(f, (off_t)n) &&
+		    !fcntl(f, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
+			p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
+			if (p != MAP_FAILED) {
+				*fd = f;
+				return p;
+			}
+		}
+		if (f >= 0)
+			close(f);
+	}
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void mem_release(void *addr, size_t len, int fd)
+{
+	munmap(addr, len);
+	if (fd >= 0)
+		close(fd);
+}
 
 SIB_API sib_status_t sib_mem_map(sib_worker_t *w, void *addr, size_t len,
 				 sib_mem_t **out)
@@ -346,10 +425,10 @@ SIB_API sib_status_t sib_mem_map(sib_worker_t *w, void *addr, size_t len,
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return SIB_ERR_NO_MEMORY;
+	m->fd = -1;
 	if (!addr) {
-		addr = mmap(NULL, len, PROT_READ | PROT_WRITE,
-			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (addr == MAP_FAILED) {
+		addr = mem_alloc(len, &m->fd);
+		if (!addr) {
 			free(m);
 			return SIB_ERR_NO_MEMORY;
 		}
@@ -366,7 +445,7 @@ SIB_API sib_status_t sib_mem_map(sib_worker_t *w, void *addr, size_t len,
 		sib_unlock(w);
 		sib_log("sib_mem_map: registration failed (errno %d)", errno);
 		if (m->owned)
-			munmap(addr, len);
+			mem_release(addr, len, m->fd);
 		free(m);
 		return errno == ENOMEM ? SIB_ERR_NO_MEMORY : SIB_ERR_IO;
 	}
@@ -381,7 +460,7 @@ static void mem_free(struct sib_mem *m)
 {
 	ibv_dereg_mr(m->mr);
 	if (m->owned)
-		munmap(m->addr, m->len);
+		mem_release(m->addr, m->len, m->fd);
 	sib_list_del(&m->link);
 	m->w->rma->nmaps--;
 	free(m);
@@ -408,6 +487,11 @@ SIB_API void *sib_mem_addr(const sib_mem_t *m)
 SIB_API size_t sib_mem_length(const sib_mem_t *m)
 {
 	return m ? m->len : 0;
+}
+
+SIB_API int sib_mem_fd(const sib_mem_t *m)
+{
+	return m ? m->fd : -1;
 }
 
 SIB_API sib_status_t sib_rkey_pack(sib_mem_t *m, void **blob, size_t *len)
@@ -535,18 +619,17 @@ static sib_status_t rma_op(sib_ep_t *ep, sib_rkey_t *k, struct sib_rdma *tmpl,
 		return SIB_ERR_INVALID_PARAM;
 	if (tmpl->len > (1u << 30))
 		return SIB_ERR_MSG_TOO_LONG;
-	d = malloc(sizeof(*d));
-	if (!d)
-		return SIB_ERR_NO_MEMORY;
-	*d = *tmpl;
 	sib_lock(ep->w);
-	if (ep->failed)
+	d = rdma_get(ep->w->rma);
+	if (!d)
+		st = SIB_ERR_NO_MEMORY;
+	else if (ep->failed)
 		st = SIB_ERR_PEER_FAILED;
 	else
-		st = rma_start(ep, k, d, op, req);
+		st = rma_start(ep, k, (*d = *tmpl, d), op, req);
+	if (st && d)
+		rdma_put(ep->w->rma, d);
 	sib_unlock(ep->w);
-	if (st)
-		free(d);
 	return st;
 }
 
@@ -704,6 +787,8 @@ void sib_rma_fini(sib_worker_t *w)
 		sib_list_del(&k->link);
 		free(k);
 	}
+	while (rw->rdma_free)
+		free(rdma_get(rw));
 	if (rw->rcache && sib_rcache_destroy(rw->rcache))
 		sib_log("registration cache still in use at worker destroy");
 	free(rw);

@@ -314,7 +314,13 @@ SIB_API sib_status_t sib_worker_publish(sib_worker_t *w);
 
 /*
  * One-sided operations (RMA).  A process exposes memory with sib_mem_map
- * (addr NULL: libsib allocates `len` zeroed, page-aligned bytes), packs
+ * (addr NULL: libsib allocates `len` zeroed, page-aligned bytes: a memfd
+ * sealed against resizing, mapped shared, which other processes of the
+ * host reach with plain loads and stores instead of a system call per
+ * operation — the fast route for put, get and atomics; sib_mem_fd gives
+ * its descriptor, -1 when libsib fell back to private memory or
+ * SIB_MEM_ALLOC=anon asked for it; the pages stay shared with a child
+ * after fork), packs
  * its key into a blob (sib_rkey_pack) and gives it to others; each unpacks
  * it on its endpoint to that process (sib_rkey_unpack) and then puts,
  * gets and runs 64-bit atomics on remote addresses inside the region.
@@ -335,6 +341,7 @@ SIB_API sib_status_t sib_mem_map(sib_worker_t *w, void *addr, size_t len,
 SIB_API sib_status_t sib_mem_unmap(sib_mem_t *mem);
 SIB_API void *sib_mem_addr(const sib_mem_t *mem);
 SIB_API size_t sib_mem_length(const sib_mem_t *mem);
+SIB_API int sib_mem_fd(const sib_mem_t *mem);
 /* *blob is malloc'd: release with sib_rkey_buffer_free. */
 SIB_API sib_status_t sib_rkey_pack(sib_mem_t *mem, void **blob, size_t *len);
 SIB_API void sib_rkey_buffer_free(void *blob);

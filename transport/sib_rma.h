@@ -44,6 +44,8 @@ struct sib_rma_w {
 	uint32_t nmaps, nrkeys;
 	/* operations and the worker flush */
 	uint64_t rma_ops, access_errors, issued, done;
+	struct sib_rdma *rdma_free;  /* descriptors kept for reuse (rma.c) */
+	uint32_t nrdma_free;
 	sib_link_t flushes;
 	int rd_atom;
 	/* rendezvous */

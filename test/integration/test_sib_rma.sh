@@ -13,7 +13,14 @@
 #  3. 1 and 2 again across 3 namespace hosts (1 rank each: every transfer
 #     crosses the UDP link);
 #  4. the READ variant of the rendezvous (SIB_RNDV_MODE=read; the default
-#     is WRITE): the CUnit suite under ASan, 1 on one host and on 3 hosts.
+#     is WRITE): the CUnit suite under ASan, 1 on one host and on 3 hosts;
+#  5. one host, 1 again with each route of one-sided bytes: the regions
+#     libsib allocates are shared memfds that peers map (the mapping route,
+#     1 above: checked that it was taken), private memory
+#     (SIB_MEM_ALLOC=anon: cross-memory attach), the mapping route under
+#     SOFTIB_NO_CMA=1 (tagged rendezvous by the bounce path), and in the
+#     long tier (SOFTIB_LONG=1) private memory with SOFTIB_NO_CMA=1 (every
+#     one-sided byte by the bounce path); the route's CUnit suite (ASan).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 . test/integration/lib.sh
@@ -56,6 +63,24 @@ check "one host, READ variant: tag, put/get/atomics, access errors (rc $rc)" \
 	ok_ranks "$log" 3
 check "unit: test_sib_rma, READ variant (ASan)" \
 	sib_run 120 env SIB_RNDV_MODE=read build/asan/test/test_sib_rma
+
+check "one host: regions were memfds (the mapping route)" \
+	grep -q 'regions memfd (mapping route)' "$SIB_TMP/rma1.log"
+variants=("SIB_MEM_ALLOC=anon" "SOFTIB_NO_CMA=1")
+[ -n "${SOFTIB_LONG:-}" ] && variants+=("SIB_MEM_ALLOC=anon SOFTIB_NO_CMA=1")
+for v in "${variants[@]}"; do
+	log=$SIB_TMP/rma1v.log
+	xs=()
+	for kv in $v; do xs+=(-x "$kv"); done
+	timeout -k 5 240 env $v mpirun -np 3 --oversubscribe "${xs[@]}" "$prog" \
+		>"$log" 2>&1
+	rc=$?
+	ok_ranks "$log" 3 || cat "$log"
+	check "one host, $v: tag, put/get/atomics, access errors (rc $rc)" \
+		ok_ranks "$log" 3
+done
+check "unit: test_hca_mem_map (ASan): bounds, stale key, owner death" \
+	sib_run 60 build/asan/test/test_hca_mem_map
 
 if ! hosts_up 3; then
 	echo "test_sib_rma.sh: no network namespaces here: hosts part skipped"

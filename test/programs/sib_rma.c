@@ -165,6 +165,9 @@ static sib_mem_t *share(size_t len, struct peer_key *pk, uint64_t tag)
 		FAIL("mem_map / rkey_pack");
 		exit(1);
 	}
+	if (job.rank == 0 && tag == 77)
+		printf("sib_rma: regions %s\n", sib_mem_fd(mem) >= 0 ?
+		       "memfd (mapping route)" : "private (cross-memory attach)");
 	*(uint64_t *)msg = (uintptr_t)sib_mem_addr(mem);
 	memcpy(msg + 8, blob, blen);
 	sib_rkey_buffer_free(blob);

@@ -7,7 +7,9 @@
  * copy, kernel to kernel page, without the other process running), to a
  * pid that hca_peer_pid vouches for (pidfd-checked, never a reused pid).
  * Where CMA is refused (ptrace policy, seccomp, SOFTIB_NO_CMA=1) the
- * bounce path of mem_bounce.c takes over.
+ * bounce path of mem_bounce.c takes over. Before either: a range that is
+ * a shared mapping of a sealed memfd, mapped here too, is a memcpy
+ * (mem_map.c: no system call).
  *
  * The caller checked the memory keys of the remote ranges inside a copy
  * section (fence.c) that lasts until we return: the owner's dereg waits
@@ -19,6 +21,7 @@
 #include <sys/uio.h>
 
 #include "shm_link.h"
+#include "mem_map.h"
 
 #define IOV_CHUNK 1024 /* IOV_MAX: longer lists go in several calls */
 
@@ -65,6 +68,9 @@ static int mem_move(struct hca_dev *dev, uint16_t slot, uint32_t gen, bool write
 	default:
 		break;
 	}
+	rc = hca_mem_map_move(dev, slot, gen, write, local, nlocal, remote, keys, nremote);
+	if (rc != ENOENT)
+		return rc;
 	pid = dev->seg->procs[slot].pid;
 	if (!dev->no_cma) {
 		rc = cma(pid, write, local, nlocal, remote, nremote);
@@ -87,4 +93,11 @@ int hca_mem_read(struct hca_dev *dev, uint16_t slot, uint32_t gen,
 		 const struct iovec *remote, const uint32_t *keys, int nremote)
 {
 	return mem_move(dev, slot, gen, false, local, nlocal, remote, keys, nremote);
+}
+
+/* The link's timer (the progress thread): unmap what the mapping route
+ * holds for registrations that have gone. */
+void hca_mem_tick(struct hca_dev *dev)
+{
+	hca_mem_map_sweep(dev);
 }

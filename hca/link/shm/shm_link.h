@@ -21,6 +21,9 @@ int hca_mem_read(struct hca_dev *dev, uint16_t slot, uint32_t gen,
 		 const struct iovec *local, int nlocal,
 		 const struct iovec *remote, const uint32_t *keys, int nremote);
 
+/* mem.c: the link's timer (mem_map.c's sweep) */
+void hca_mem_tick(struct hca_dev *dev);
+
 /* mem.c, mem_bounce.c */
 void hca_bounce_serve(struct hca_dev *dev);
 int hca_bounce_attach(struct hca_dev *dev);

@@ -15,4 +15,5 @@ const struct hca_link_ops hca_shm_link_ops = {
 	.serve = hca_bounce_serve,
 	.mem_write = hca_mem_write,
 	.mem_read = hca_mem_read,
+	.tick = hca_mem_tick,
 };
