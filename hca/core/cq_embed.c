@@ -54,6 +54,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "env.h"
 #include "hca_int.h"
 
 enum { EMB_READY = 1, EMB_COPYING, EMB_DONE, EMB_REFUSED };
@@ -66,22 +67,10 @@ static _Atomic int emb_lines_env = -1;
 /* Lines per slot of the CQs this process creates (1: no embedding). */
 static uint32_t emb_lines(void)
 {
-	int v = atomic_load_explicit(&emb_lines_env, memory_order_relaxed);
-
-	if (v < 0) {
-		const char *s = getenv("SOFTIB_CQE_LINES");
-		long l = s ? strtol(s, NULL, 0) : HCA_EMB_LINES;
-
-		if (l < 1)
-			l = 1;
-		if (l > HCA_EMB_LINES_MAX)
-			l = HCA_EMB_LINES_MAX;
-		if (!hca_inl_max())
-			l = 1; /* SOFTIB_INLINE_MAX=0: everything by CMA */
-		v = (int)l;
-		atomic_store_explicit(&emb_lines_env, v, memory_order_relaxed);
-	}
-	return (uint32_t)v;
+	if (!hca_inl_max())
+		return 1; /* SOFTIB_INLINE_MAX=0: everything by CMA */
+	return (uint32_t)hca_env_once(&emb_lines_env, "SOFTIB_CQE_LINES",
+				      HCA_EMB_LINES, 1, HCA_EMB_LINES_MAX);
 }
 
 static uint64_t emb_word(uint64_t pos, uint32_t kind)

@@ -50,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "env.h"
 #include "hca_int.h"
 
 enum { INL_FREE = 0, INL_FILLING, INL_READY, INL_COPYING, INL_DONE, INL_REFUSED };
@@ -69,20 +70,8 @@ bool hca_inl_copying(uint64_t state)
 /* The threshold: SOFTIB_INLINE_MAX if set (0 disables), else measured. */
 uint32_t hca_inl_max(void)
 {
-	int v = atomic_load_explicit(&inl_max_env, memory_order_relaxed);
-
-	if (v < 0) {
-		const char *s = getenv("SOFTIB_INLINE_MAX");
-		long l = s ? strtol(s, NULL, 0) : HCA_INL_DEFAULT;
-
-		if (l < 0)
-			l = 0;
-		if (l > HCA_INL_LIMIT)
-			l = HCA_INL_LIMIT;
-		v = (int)l;
-		atomic_store_explicit(&inl_max_env, v, memory_order_relaxed);
-	}
-	return (uint32_t)v;
+	return (uint32_t)hca_env_once(&inl_max_env, "SOFTIB_INLINE_MAX",
+				      HCA_INL_DEFAULT, 0, HCA_INL_LIMIT);
 }
 
 /*
