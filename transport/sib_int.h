@@ -115,8 +115,10 @@ struct sib_bitem {
 /* the largest batch of small tagged and active messages in one SEND, bytes (batch.c;
  * docs/transport.md "Batching"); the SIB_BATCH_MAX key, 0 turns it off */
 #define SIB_BATCH_MAX 2048
-/* the largest message a batch takes */
-#define SIB_BATCH_ITEM_MAX 256
+/* the largest message a batch takes (256 until the MPI component's
+ * AMs joined: its 256-512 B messages, with their headers, fit in 1 KiB;
+ * across hosts a datagram each cost more than the copy; docs/transport.md) */
+#define SIB_BATCH_ITEM_MAX 1024
 /* a waiting request spins this long (us) after the last event before it
  * yields the core every 64 empty polls (tag.c); the SIB_SPIN_US key */
 #define SIB_SPIN_US 50
