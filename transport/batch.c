@@ -1,6 +1,6 @@
 /*
- * batch.c: small tagged messages packed into one SEND (docs/transport.md
- * "Batching").
+ * batch.c: small tagged and active messages packed into one SEND
+ * (docs/transport.md "Batching").
  *
  * One ibv_post_send costs more than everything else a small message does
  * (~0.4 us on softib's shared-memory link), so a message rate bounded by
@@ -111,12 +111,13 @@ static struct sib_request *batched_req(sib_worker_t *w, struct sib_ep *ep,
 }
 
 sib_status_t sib_batch_add(struct sib_ep *ep, const struct sib_hdr *h,
-			   const void *buf, size_t len,
+			   const void *a, size_t alen, const void *bp, size_t blen,
 			   const struct sib_op_params *op, sib_request_t **out)
 {
 	sib_worker_t *w = ep->w;
 	struct sib_request *b = ep->batch, *r;
 	struct sib_bitem it;
+	size_t len = alen + blen;
 	uint32_t need = SIB_BITEM + pad8((uint32_t)len);
 	uint8_t *p;
 
@@ -140,17 +141,25 @@ sib_status_t sib_batch_add(struct sib_ep *ep, const struct sib_hdr *h,
 		return SIB_ERR_NO_MEMORY;
 	it.len = (uint32_t)len | (uint32_t)(len <= w->short_lim ? SIB_PROTO_SHORT :
 					    SIB_PROTO_EAGER) << 24;
-	it.ctx = h->ctx;
-	it.tag = h->tag;
+	if (h->type == SIB_MSG_AM) {   /* header length, handler id */
+		it.len |= SIB_BITEM_AM;
+		it.ctx = h->ctx;
+		it.tag = h->am_id;
+	} else {
+		it.ctx = h->ctx;
+		it.tag = h->tag;
+	}
 	p = b->data + b->wire_len;
 	memcpy(p, &it, SIB_BITEM);
-	if (len)
-		memcpy(p + SIB_BITEM, buf, len);
+	if (alen)
+		memcpy(p + SIB_BITEM, a, alen);
+	if (blen)
+		memcpy(p + SIB_BITEM + alen, bp, blen);
 	b->wire_len += need;
 	b->nitems++;
 	w->c.tx_batched++;
-	w->c.tx_msgs[it.len >> 24]++;
-	w->c.tx_bytes[it.len >> 24] += len;
+	w->c.tx_msgs[SIB_BITEM_PROTO(it.len)]++;
+	w->c.tx_bytes[SIB_BITEM_PROTO(it.len)] += len;
 	r->st.length = len;
 	if (r->send_cb) {         /* completes with the batch */
 		r->next_free = b->members;
@@ -222,39 +231,78 @@ void sib_batch_finished(sib_worker_t *w, struct sib_request *r, sib_status_t st)
 	}
 }
 
-/* A batch arrived from src: each message matched in order. A malformed
- * one (a length past the end) stops the unpacking, logged. */
-void sib_batch_rx(sib_worker_t *w, struct sib_ep *src, const uint8_t *p,
-		  size_t len, uint32_t n)
+/*
+ * A batch arrived from src in receive buffer idx of class cls: each
+ * message delivered in order (tagged: matched or copied; AM: its handler
+ * run on the bytes in place). A handler that keeps its payload
+ * (SIB_INPROGRESS) keeps the whole buffer out of the SRQ: refs counts the
+ * kept items, plus one held here while unpacking, so a handler releasing
+ * an earlier item of the same batch cannot repost the buffer under us.
+ * Returns true when something was kept (the caller leaves the buffer out
+ * of the SRQ; the last sib_am_data_release reposts it). A malformed
+ * batch (a length past the end) stops the unpacking, logged.
+ */
+bool sib_batch_rx(sib_worker_t *w, struct sib_ep *src, uint32_t cls,
+		  uint32_t idx, const uint8_t *p, size_t len, uint32_t n)
 {
-	struct sib_hdr h = { .type = SIB_MSG_TAG, .src = src->id };
+	struct sib_hdr h = { .src = src->id };
+	uint32_t *refs = &w->cls[cls].refs[idx];
 	size_t off = 0;
-	bool keep = false;
 
 	w->c.rx_batches++;
+	*refs = 1;
 	for (uint32_t i = 0; i < n; i++) {
 		struct sib_bitem it;
 		uint32_t ilen;
+		bool keep = false;
 
 		if (len - off < SIB_BITEM)
 			goto bad;
 		memcpy(&it, p + off, SIB_BITEM);
 		ilen = it.len & SIB_BITEM_LEN_MASK;
-		h.proto = (uint8_t)(it.len >> 24);
+		h.proto = (uint8_t)SIB_BITEM_PROTO(it.len);
 		if (ilen > len - off - SIB_BITEM || h.proto >= SIB_PROTO_MAX)
 			goto bad;
+		if (it.len & SIB_BITEM_AM) {
+			h.type = SIB_MSG_AM;
+			h.am_id = (uint16_t)it.tag;
+			h.tag = 0;
+			if (it.tag >= SIB_AM_MAX_ID)
+				h.am_id = SIB_AM_MAX_ID;   /* no handler: logged */
+		} else {
+			h.type = SIB_MSG_TAG;
+			h.am_id = 0;
+			h.tag = it.tag;
+		}
 		h.ctx = it.ctx;
-		h.tag = it.tag;
 		w->c.rx_msgs[h.proto]++;
 		w->c.rx_bytes[h.proto] += ilen;
-		/* a tagged message: copied or matched, never kept */
 		sib_deliver(w, src, &h, (uint8_t *)(uintptr_t)(p + off + SIB_BITEM),
-			    ilen, 0, 0, &keep);
+			    ilen, cls, idx, &keep);
+		if (keep)
+			(*refs)++;
 		off += SIB_BITEM + pad8(ilen);
 		if (off > len)
 			off = len;
 	}
-	return;
+	goto out;
 bad:
 	sib_log("malformed batch from %u: message %zu bytes in", src->id, off);
+out:
+	return --*refs > 0;
+}
+
+/* An item kept from a batch's buffer is released: the buffer goes back to
+ * the SRQ with its last one. A buffer of one message (refs 0) goes at
+ * once. */
+bool sib_batch_release(sib_worker_t *w, uint32_t cls, uint32_t idx)
+{
+	uint32_t *refs = &w->cls[cls].refs[idx];
+
+	if (*refs > 1) {
+		(*refs)--;
+		return false;
+	}
+	*refs = 0;
+	return true;
 }

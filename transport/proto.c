@@ -160,7 +160,11 @@ void sib_rx(sib_worker_t *w, struct ibv_wc *wc)
 	if (h.type == SIB_MSG_NOP)   /* it only closed the sender's tail */
 		goto repost;
 	if (h.type == SIB_MSG_BATCH) {   /* counted per message there */
-		sib_batch_rx(w, ep, p + SIB_HDR, wc->byte_len - SIB_HDR, h.ctx);
+		if (sib_batch_rx(w, ep, cls, idx, p + SIB_HDR,
+				 wc->byte_len - SIB_HDR, h.ctx)) {
+			c->held++;   /* an AM handler kept part of it */
+			return;
+		}
 		goto repost;
 	}
 	w->c.rx_msgs[h.proto]++;

@@ -253,7 +253,12 @@ SIB_API void sib_request_free(sib_request_t *req);
  * of it is there.  The handler runs from progress with the header and the
  * payload.  It returns SIB_OK (payload no longer needed after return) or
  * SIB_INPROGRESS (it keeps the payload: release it later with
- * sib_am_data_release(w, data)). */
+ * sib_am_data_release(w, data)).  Small active messages sent in a burst
+ * share one SEND with the endpoint's other small messages (batching,
+ * docs/transport.md), in order; a kept payload of one holds its whole
+ * receive buffer until every kept payload in it is released, in any
+ * order (a handler may release one kept earlier, even from the same
+ * batch). */
 typedef sib_status_t (*sib_am_handler_t)(void *arg, uint32_t source,
 					 const void *header, size_t hlen,
 					 void *data, size_t dlen);

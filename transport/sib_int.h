@@ -70,8 +70,9 @@ enum sib_msg_type { SIB_MSG_TAG = 1, SIB_MSG_AM = 2,
 		   /* nothing: a signalled WR behind unsignalled ones (host.c
 		    * sib_host_close_tail); the receiver drops it in order */
 		   SIB_MSG_NOP = 8,
-		   /* several small tagged messages in one SEND (batch.c):
-		    * hdr.ctx is their count, sib_bitem + payload each */
+		   /* several small tagged and active messages in one SEND
+		    * (batch.c): hdr.ctx is their count, sib_bitem +
+		    * payload each */
 		   SIB_MSG_BATCH = 9 };
 
 struct sib_hdr {
@@ -86,15 +87,21 @@ struct sib_hdr {
 #define SIB_HDR ((uint32_t)sizeof(struct sib_hdr))
 
 /* One message of a batch (batch.c): this header, then `len` bytes of
- * payload padded to 8. The batch's sib_hdr gives source and sequence. */
+ * payload padded to 8. The batch's sib_hdr gives source and sequence.
+ * A tagged item carries its context and tag; an active message (bit
+ * SIB_BITEM_AM of len) its header length in ctx and its handler id in
+ * tag, the payload being header then data, as a lone AM's. */
 struct sib_bitem {
-	uint32_t len;       /* payload bytes; bits 24..31: the proto id the
-			       message would have gone by (counters) */
-	uint32_t ctx;
-	uint64_t tag;
+	uint32_t len;       /* payload bytes; bits 24..30: the proto id the
+			       message would have gone by (counters); bit
+			       31: SIB_BITEM_AM */
+	uint32_t ctx;       /* tagged: context id; AM: header length */
+	uint64_t tag;       /* tagged: tag; AM: handler id */
 };
 #define SIB_BITEM ((uint32_t)sizeof(struct sib_bitem))
 #define SIB_BITEM_LEN_MASK 0xffffffu
+#define SIB_BITEM_AM 0x80000000u
+#define SIB_BITEM_PROTO(l) (((l) >> 24) & 0x7fu)
 
 /* The wr_id of an SRQ receive: this bit, the class << 32, the index. A
  * send's wr_id is its request's address (a user-space pointer: bit 63
@@ -105,11 +112,13 @@ struct sib_bitem {
 /* at least one in this many short sends in a row is signalled (proto.c);
  * the SIB_SIGNAL_EVERY key, 1..64 */
 #define SIB_SIGNAL_EVERY 16
-/* the largest batch of small tagged messages in one SEND, bytes (batch.c;
+/* the largest batch of small tagged and active messages in one SEND, bytes (batch.c;
  * docs/transport.md "Batching"); the SIB_BATCH_MAX key, 0 turns it off */
 #define SIB_BATCH_MAX 2048
-/* the largest message a batch takes */
-#define SIB_BATCH_ITEM_MAX 256
+/* the largest message a batch takes (256 until the MPI component's
+ * AMs joined: its 256-512 B messages, with their headers, fit in 1 KiB;
+ * across hosts a datagram each cost more than the copy; docs/transport.md) */
+#define SIB_BATCH_ITEM_MAX 1024
 /* a waiting request spins this long (us) after the last event before it
  * yields the core every 64 empty polls (tag.c); the SIB_SPIN_US key */
 #define SIB_SPIN_US 50
@@ -312,6 +321,9 @@ struct sib_srq_class {
 	struct ibv_mr *mr;
 	uint32_t posted;         /* buffers in the SRQ now */
 	uint32_t held;           /* kept by AM handlers */
+	/* per buffer: the batched AMs in it a handler kept (batch.c), plus
+	 * one while the batch is unpacked; 0 for a buffer of one message */
+	uint32_t *refs;
 };
 
 struct sib_worker {
@@ -526,10 +538,12 @@ SIB_LOCAL sib_status_t sib_send_start(struct sib_ep *ep, struct sib_hdr *h,
 
 SIB_LOCAL uint32_t sib_class_for(const struct sib_ep *ep, uint32_t wire);
 
-/* ---- batch.c: small tagged messages packed into one SEND ---- */
-/* SIB_OK: batched (*out set); SIB_INPROGRESS: send it alone; or an error */
+/* ---- batch.c: small tagged and active messages packed into one SEND ---- */
+/* h's message (tagged or AM), its payload a then b: SIB_OK: batched (*out
+ * set); SIB_INPROGRESS: send it alone; or an error */
 SIB_LOCAL sib_status_t sib_batch_add(struct sib_ep *ep, const struct sib_hdr *h,
-				     const void *buf, size_t len,
+				     const void *a, size_t alen,
+				     const void *b, size_t blen,
 				     const struct sib_op_params *op,
 				     sib_request_t **out);
 SIB_LOCAL void sib_batch_close(sib_worker_t *w, struct sib_ep *ep);
@@ -538,8 +552,14 @@ SIB_LOCAL void sib_batch_drop(sib_worker_t *w, struct sib_ep *ep,
 			      sib_status_t st);
 SIB_LOCAL void sib_batch_finished(sib_worker_t *w, struct sib_request *r,
 				  sib_status_t st);
-SIB_LOCAL void sib_batch_rx(sib_worker_t *w, struct sib_ep *src,
+/* the batch in receive buffer idx of class cls: true when a handler
+ * kept part of it (the buffer stays out of the SRQ, batch.c) */
+SIB_LOCAL bool sib_batch_rx(sib_worker_t *w, struct sib_ep *src,
+			    uint32_t cls, uint32_t idx,
 			    const uint8_t *p, size_t len, uint32_t n);
+/* an AM payload kept from receive buffer idx of class cls is released:
+ * true when that was the buffer's last hold (the caller reposts it) */
+SIB_LOCAL bool sib_batch_release(sib_worker_t *w, uint32_t cls, uint32_t idx);
 
 /* ---- rndv.c: the rendezvous protocol ---- */
 SIB_LOCAL size_t sib_rndv_thresh(const struct sib_ep *ep);

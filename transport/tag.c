@@ -262,10 +262,12 @@ sib_status_t sib_send_start(struct sib_ep *ep, struct sib_hdr *h,
 
 	if (ep->failed)
 		return SIB_ERR_PEER_FAILED;
-	/* a burst: batched (batch.c); the first send of one goes alone */
-	if (h->type == SIB_MSG_TAG && !blen && (ep->batch || ep->tx_gen == w->pgen ||
-	    !sib_list_empty(&ep->host->pending))) {
-		sib_status_t bst = sib_batch_add(ep, h, a, alen, op, out);
+	/* a burst of tagged or active messages: batched (batch.c); the
+	 * first send of one goes alone */
+	if ((h->type == SIB_MSG_TAG || h->type == SIB_MSG_AM) &&
+	    (ep->batch || ep->tx_gen == w->pgen ||
+	     !sib_list_empty(&ep->host->pending))) {
+		sib_status_t bst = sib_batch_add(ep, h, a, alen, b, blen, op, out);
 
 		if (bst != SIB_INPROGRESS)
 			return bst;
@@ -360,7 +362,8 @@ SIB_API sib_status_t sib_tag_send_nb(sib_ep_t *ep, const void *buf,
 		return sib_tag_send_iov(ep, buf, len, tag, ctx_id, op, req);
 	sib_lock(ep->w);
 	/* a batch open: straight into it (sib_send_start would get there) */
-	st = ep->batch ? sib_batch_add(ep, &h, buf, len, op, req) : SIB_INPROGRESS;
+	st = ep->batch ? sib_batch_add(ep, &h, buf, len, NULL, 0, op, req) :
+			 SIB_INPROGRESS;
 	if (st == SIB_INPROGRESS)
 		st = sib_send_start(ep, &h, buf, len, NULL, 0, op, req);
 	if (!st) {
@@ -673,8 +676,14 @@ SIB_API void sib_am_data_release(sib_worker_t *w, void *data)
 		uint8_t *p = data;
 
 		if (p >= c->buf && p < c->buf + (size_t)c->size * c->depth) {
-			c->held--;
-			sib_srq_repost(w, i, (uint32_t)((size_t)(p - c->buf) / c->size));
+			/* the buffer holding it (a batch's: any offset in
+			 * it) goes back with its last kept message */
+			uint32_t idx = (uint32_t)((size_t)(p - c->buf) / c->size);
+
+			if (sib_batch_release(w, i, idx)) {
+				c->held--;
+				sib_srq_repost(w, i, idx);
+			}
 			sib_unlock(w);
 			return;
 		}

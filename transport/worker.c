@@ -81,7 +81,8 @@ static int classes_setup(sib_worker_t *w)
 		c->size = ctx->classes[i].size;
 		c->depth = ctx->classes[i].depth;
 		len = (size_t)c->size * c->depth;
-		if (posix_memalign((void **)&c->buf, 4096, len))
+		if (posix_memalign((void **)&c->buf, 4096, len) ||
+		    !(c->refs = calloc(c->depth, sizeof(*c->refs))))
 			return SIB_ERR_NO_MEMORY;
 		c->mr = ibv_reg_mr(w->pd, c->buf, len, IBV_ACCESS_LOCAL_WRITE);
 		c->srq = c->mr ? ibv_create_srq_ex(w->dev, &sa) : NULL;
@@ -253,6 +254,7 @@ static void worker_teardown(sib_worker_t *w)
 		if (c->mr)
 			ibv_dereg_mr(c->mr);
 		free(c->buf);
+		free(c->refs);
 	}
 	if (w->smr)
 		ibv_dereg_mr(w->smr);

@@ -6,14 +6,20 @@
  *   - a burst is: fewer SENDs than messages, every byte and the order kept,
  *     into posted receives (tags, masks, wildcards) and unexpected ones;
  *   - truncation, probe and matched probe of batched messages;
- *   - a batch closes before a larger message, an active message and a
- *     flush to the same endpoint (non-overtaking);
+ *   - a batch closes before a larger message and a flush to the same
+ *     endpoint (non-overtaking);
+ *   - small active messages join batches too, in order with tagged ones,
+ *     every byte kept; a handler that keeps batched payloads keeps their
+ *     receive buffer out of the SRQ until the last is released (in any
+ *     order, some from inside a later handler of the same batch);
  *   - send callbacks run once each, when their batch is delivered;
  *   - a sender that stays away from libsib after a burst: its connection
  *     thread sends the open batch;
  *   - SIB_BATCH_MAX=0 turns it off.
  * Needs SOFTIB_SEG_TAG of its own when run beside other tests.
  */
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -219,8 +225,9 @@ static void test_truncate_probe(void)
 	CU_ASSERT(!memcmp(got, b, 32));
 }
 
-/* Small, large (not batched), small, an active message, small: all in
- * the order sent, so the open batch went before each. */
+/* Small, large (not batched), small, an active message (batched with
+ * them), small: all in the order sent, so the open batch went before the
+ * large one. */
 static int am_seen;
 static sib_status_t am_cb(void *arg, uint32_t src, const void *h, size_t hl,
 			  void *d, size_t dl)
@@ -305,6 +312,224 @@ static void test_callbacks_flush(void)
 	}
 }
 
+/* ---- active messages in batches ---- */
+
+/* The payload of message i: header i % 9 bytes, data (i * 7) % 120, or
+ * am_fixed bytes in all when set. */
+static size_t am_fixed;
+static size_t am_hl(int i) { return (size_t)(i % 9); }
+static size_t am_dl(int i)
+{
+	return am_fixed ? am_fixed - am_hl(i) : (size_t)((i * 7) % 120);
+}
+static uint8_t am_byte(int i, size_t k) { return (uint8_t)(i * 31 + k * 7 + 1); }
+
+static void am_fill(int i, uint8_t *hb, uint8_t *db)
+{
+	for (size_t k = 0; k < am_hl(i); k++)
+		hb[k] = am_byte(i, k);
+	for (size_t k = 0; k < am_dl(i); k++)
+		db[k] = am_byte(i, 1000 + k);
+}
+
+static bool am_check(int i, const uint8_t *hb, size_t hl, const uint8_t *db,
+		     size_t dl)
+{
+	if (hl != am_hl(i) || dl != am_dl(i))
+		return false;
+	for (size_t k = 0; k < hl; k++)
+		if (hb[k] != am_byte(i, k))
+			return false;
+	for (size_t k = 0; k < dl; k++)
+		if (db[k] != am_byte(i, 1000 + k))
+			return false;
+	return true;
+}
+
+/* The burst's handler: message number in the header's first byte is not
+ * used (it may be empty); the order is the call order. */
+static int amb_next, amb_bad;
+static uint64_t amb_unexp[200], amb_unexp0;
+static sib_status_t amb_cb(void *arg, uint32_t src, const void *h, size_t hl,
+			   void *d, size_t dl)
+{
+	struct sib_worker_attr a;
+
+	(void)arg;
+	(void)src;
+	if (amb_next >= 200 || !am_check(amb_next, h, hl, d, dl))
+		amb_bad++;
+	/* tagged messages delivered before this one (all unexpected) */
+	sib_worker_query(w, &a);
+	if (amb_next < 200)
+		amb_unexp[amb_next] = a.unexpected - amb_unexp0;
+	amb_next++;
+	return SIB_OK;
+}
+
+/* 200 AMs of 0..127 bytes with a tagged message after every third, no
+ * progress between them: batched, each handler run in order with every
+ * byte, each tagged message delivered between the AMs it was sent
+ * between. */
+static void test_am_burst(void)
+{
+	struct sib_worker_attr a0 = attr(), a1;
+	uint8_t hb[16], db[128];
+	sib_request_t *r;
+	uint64_t v;
+	int ntag = 0, k;
+
+	CU_ASSERT_EQUAL(sib_am_register(w, 5, amb_cb, NULL), SIB_OK);
+	amb_next = amb_bad = 0;
+	amb_unexp0 = a0.unexpected;
+	progress(1);            /* the first of the burst goes alone */
+	for (int i = 0; i < 200; i++) {
+		am_fill(i, hb, db);
+		CU_ASSERT_EQUAL_FATAL(sib_am_send_nb(self, 5, hb, am_hl(i), db,
+						     am_dl(i), NULL, &r), SIB_OK);
+		sib_request_free(r);   /* copied: the buffers are free */
+		memset(hb, 0xee, sizeof(hb));
+		memset(db, 0xee, sizeof(db));
+		if (i % 3 == 2) {
+			v = (uint64_t)ntag++;
+			send_free(&v, 8, 21, 21);
+		}
+	}
+	a1 = attr();
+	CU_ASSERT(a1.tx_batched - a0.tx_batched >= 200 + (uint64_t)ntag - 1);
+	CU_ASSERT(a1.tx_batches - a0.tx_batches < 40);
+	for (k = 0; k < 100 && amb_next < 200; k++)
+		progress(10);
+	CU_ASSERT_EQUAL(amb_next, 200);
+	CU_ASSERT_EQUAL(amb_bad, 0);
+	for (int i = 0; i < 200; i++)
+		CU_ASSERT_EQUAL(amb_unexp[i], (uint64_t)(i / 3));
+	for (int i = 0; i < ntag; i++) {
+		CU_ASSERT_EQUAL(recv_wait(&v, 8, SIB_ANY_SOURCE, 21, ~0ull, 21, NULL),
+				SIB_OK);
+		CU_ASSERT_EQUAL(v, (uint64_t)i);
+	}
+	a1 = attr();
+	CU_ASSERT(a1.rx_batches > a0.rx_batches);
+}
+
+/*
+ * A handler that keeps payloads. A worker whose 2 KiB class is 16 deep:
+ * a burst of 10 AMs of 100 B (the first alone, in a 256 B buffer; the
+ * other 9 one batch, in a 2 KiB buffer); the handler keeps #0 (a lone
+ * message's buffer), #1, #4, #7, and #2 (released from #3's handler,
+ * inside the same batch). Then 40 batches through the class: none lands
+ * in the held buffer, and the kept bytes are intact. The kept ones are
+ * released in another order; after the last, the buffer is used again.
+ */
+#define KEEP_N 10
+static sib_worker_t *kw;
+static void *kept[KEEP_N];
+static int kn, kmode, kbad;
+static uintptr_t kbuf;      /* the held 2 KiB buffer */
+static int kreused;
+
+static sib_status_t keep_cb(void *arg, uint32_t src, const void *h, size_t hl,
+			    void *d, size_t dl)
+{
+	int i = kn++;
+
+	(void)arg;
+	(void)src;
+	if (kmode) {            /* traffic: where did it land? */
+		if (kbuf && ((uintptr_t)d & ~(uintptr_t)2047) == kbuf)
+			kreused++;
+		return SIB_OK;
+	}
+	if (!am_check(i, h, hl, d, dl))
+		kbad++;
+	if (i == 3)             /* #2 was kept by its handler: release it */
+		sib_am_data_release(kw, kept[2]);
+	if (i == 0 || i == 1 || i == 2 || i == 4 || i == 7) {
+		kept[i] = d;
+		return SIB_INPROGRESS;
+	}
+	return SIB_OK;
+}
+
+static void keep_send(sib_ep_t *e, int n, int base)
+{
+	uint8_t hb[16], db[128];
+	sib_request_t *r;
+
+	for (int i = 0; i < n; i++) {
+		am_fill(base + i, hb, db);
+		CU_ASSERT_EQUAL_FATAL(sib_am_send_nb(e, 6, hb, am_hl(base + i), db,
+						     am_dl(base + i), NULL, &r),
+				      SIB_OK);
+		sib_request_free(r);
+	}
+}
+
+/* 40 batches of 10 through the class, each delivered before the next */
+static void keep_traffic(sib_ep_t *e)
+{
+	for (int b = 0; b < 40; b++) {
+		keep_send(e, 10, 0);
+		for (int k = 0; k < 10; k++)
+			sib_worker_progress(kw);
+	}
+}
+
+static void test_am_keep(void)
+{
+	sib_context_t *c;
+	sib_ep_t *e;
+	struct sib_worker_attr a0, a1;
+	uint8_t snap[5][100];
+	const int held[4] = { 0, 1, 4, 7 };
+
+	am_fixed = 100;
+	setenv("SIB_SRQ1_DEPTH", "16", 1);
+	CU_ASSERT_EQUAL_FATAL(open_self(&c, &kw, &e), 0);
+	unsetenv("SIB_SRQ1_DEPTH");
+	CU_ASSERT_EQUAL(sib_am_register(kw, 6, keep_cb, NULL), SIB_OK);
+	kn = kmode = kbad = kreused = 0;
+	kbuf = 0;
+	sib_worker_query(kw, &a0);
+	sib_worker_progress(kw);   /* the first of the burst goes alone */
+	keep_send(e, KEEP_N, 0);
+	for (int k = 0; k < 100 && kn < KEEP_N; k++)
+		sib_worker_progress(kw);
+	sib_worker_query(kw, &a1);
+	CU_ASSERT_EQUAL_FATAL(kn, KEEP_N);
+	CU_ASSERT_EQUAL(kbad, 0);
+	CU_ASSERT_EQUAL(a1.tx_batched - a0.tx_batched, KEEP_N - 1);
+	CU_ASSERT_EQUAL(a1.rx_batches - a0.rx_batches, 1);
+	kbuf = (uintptr_t)kept[1] & ~(uintptr_t)2047;
+	CU_ASSERT_EQUAL((uintptr_t)kept[7] & ~(uintptr_t)2047, kbuf);
+	for (int j = 0; j < 4; j++)
+		memcpy(snap[j], kept[held[j]], 100);
+
+	kmode = 1;              /* 40 batches: the held buffer is not used */
+	keep_traffic(e);
+	CU_ASSERT_EQUAL(kreused, 0);
+	for (int j = 0; j < 4; j++)
+		CU_ASSERT_EQUAL(memcmp(snap[j], kept[held[j]], 100), 0);
+	/* released out of order: 4, then the lone 0, then 7; 1 last */
+	sib_am_data_release(kw, kept[4]);
+	sib_am_data_release(kw, kept[0]);
+	sib_am_data_release(kw, (uint8_t *)kept[7] + 50);   /* any byte of it */
+	keep_traffic(e);
+	CU_ASSERT_EQUAL(kreused, 0);
+	CU_ASSERT_EQUAL(memcmp(snap[1], kept[1], 100), 0);
+	sib_am_data_release(kw, kept[1]);
+	keep_traffic(e);        /* back in the SRQ: used again */
+	CU_ASSERT(kreused > 0);
+	sib_worker_query(kw, &a1);
+	CU_ASSERT(a1.rx_batches - a0.rx_batches >= 121);
+	sib_ep_destroy(e);
+	CU_ASSERT_EQUAL(sib_worker_destroy(kw), SIB_OK);
+	CU_ASSERT_EQUAL(sib_context_destroy(c), SIB_OK);
+	kw = NULL;
+	am_fixed = 0;
+}
+
 /* SIB_BATCH_MAX=0: every message alone; a bad value is refused. */
 static void test_key_off(void)
 {
@@ -331,8 +556,18 @@ static void test_key_off(void)
 		sib_request_free(r);
 	}
 	CU_ASSERT_EQUAL(sib_worker_query(x, &a), SIB_OK);
+	CU_ASSERT_EQUAL(sib_am_register(x, 2, am_cb, NULL), SIB_OK);
+	for (int i = 0; i < 20; i++) {   /* active messages alone too */
+		CU_ASSERT_EQUAL_FATAL(sib_am_send_nb(e, 2, &v, 8, &v, 8, NULL, &r),
+				      SIB_OK);
+		sib_request_free(r);
+	}
+	for (int i = 0; i < 20; i++)
+		sib_worker_progress(x);
+	CU_ASSERT_EQUAL(sib_worker_query(x, &a), SIB_OK);
 	CU_ASSERT_EQUAL(a.tx_batched, 0);
-	CU_ASSERT_EQUAL(a.rx_msgs[SIB_PROTO_SHORT], 20);
+	CU_ASSERT_EQUAL(a.rx_batches, 0);
+	CU_ASSERT_EQUAL(a.rx_msgs[SIB_PROTO_SHORT], 40);
 	sib_ep_destroy(e);
 	CU_ASSERT_EQUAL(sib_worker_destroy(x), SIB_OK);
 	CU_ASSERT_EQUAL(sib_context_destroy(c), SIB_OK);
@@ -393,11 +628,13 @@ static int add_suites(void)
 	    !CU_add_test(s, "truncation, probe, mprobe", test_truncate_probe) ||
 	    !CU_add_test(s, "order with long and AM sends", test_order_mixed) ||
 	    !CU_add_test(s, "callbacks and flush", test_callbacks_flush) ||
+	    !CU_add_test(s, "a burst of AMs with tagged ones", test_am_burst) ||
 	    !CU_add_test(s, "the sender away: the thread sends", test_away))
 		return -1;
 	s = CU_add_suite("sib_batch_workers", NULL, NULL);
 	if (!s || !CU_add_test(s, "SIB_BATCH_MAX=0", test_key_off) ||
-	    !CU_add_test(s, "destroy with a batch open", test_destroy_open))
+	    !CU_add_test(s, "destroy with a batch open", test_destroy_open) ||
+	    !CU_add_test(s, "AM payloads kept from a batch", test_am_keep))
 		return -1;
 	return 0;
 }
