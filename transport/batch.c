@@ -5,7 +5,7 @@
  * One ibv_post_send costs more than everything else a small message does
  * (~0.4 us on softib's shared-memory link), so a message rate bounded by
  * one SEND per message stays near 1-2 M msg/s. Here several small tagged
- * messages to one endpoint share one SEND: a sib_hdr of type
+ * and active messages to one endpoint share one SEND: a sib_hdr of type
  * SIB_MSG_BATCH (its ctx the count, its seq one of the endpoint's
  * sequence), then per message a sib_bitem (length, context, tag) and the
  * payload, padded to 8.
@@ -21,7 +21,9 @@
  *     on a send already complete (the application waits for something);
  *   - any other send to the endpoint (AM, rendezvous, a long message),
  *     before it: the endpoint's order is the wire's;
- *   - a flush of the endpoint, its failure, the worker's destruction.
+ *   - a flush of the endpoint, its failure, the worker's destruction;
+ *   - the worker's connection thread (async.c), when the application has
+ *     made no libsib call since the thread's last look.
  *
  * Completion: a batched message's bytes are copied into the slot when the
  * call returns, so one without a send callback is complete then (as a
