@@ -118,7 +118,27 @@ struct map_ent {
 	uint8_t *base;               /* our image of raddr */
 	void *map;
 	size_t maplen;
+	uint64_t neg_start, neg_end; /* ent_map: the private mapping found */
 };
+
+/*
+ * Mappings of owners found private (anonymous, or not a shared file): a
+ * new key inside one is refused without asking /proc again. An MPI
+ * library that registers each large message's buffer anew (a new key
+ * every time) would otherwise pay an open, an ioctl and a close per
+ * message. An entry that has gone stale (the owner mapped a memfd where
+ * its heap was) only sends those bytes by cross-memory attach, which is
+ * always right; the owner's generation keeps a new process out of it.
+ */
+#define NEG_MAX 64
+struct neg_ent {
+	const struct hca_seg *seg;   /* NULL: empty */
+	uint32_t gen;
+	uint16_t slot;
+	uint64_t start, end;
+};
+static struct neg_ent neg_tab[NEG_MAX];   /* under map_lock */
+static unsigned neg_next;
 
 /* One table per process (a process has one segment at a time, but the
  * segment is part of the key all the same), under one lock held only to
@@ -163,12 +183,13 @@ static bool route_off(void)
 	return off;
 }
 
-static int query(int mapsfd, uint64_t addr, struct hca_procmap_query *q)
+static int query(int mapsfd, uint64_t addr, uint64_t flags,
+		 struct hca_procmap_query *q)
 {
 	memset(q, 0, sizeof(*q));
 	q->size = sizeof(*q);
 	q->query_addr = addr;
-	q->query_flags = PMQ_FILE_BACKED | PMQ_SHARED | PMQ_READABLE | PMQ_WRITABLE;
+	q->query_flags = flags;
 	return ioctl(mapsfd, HCA_PROCMAP_QUERY, q) ? errno : 0;
 }
 
@@ -298,7 +319,13 @@ static int ent_map(struct hca_dev *dev, struct map_ent *m)
 	mapsfd = open(path, O_RDONLY | O_CLOEXEC);
 	if (mapsfd < 0)
 		return errno;
-	rc = query(mapsfd, m->raddr, &q);
+	rc = query(mapsfd, m->raddr,
+		   PMQ_FILE_BACKED | PMQ_SHARED | PMQ_READABLE | PMQ_WRITABLE, &q);
+	if (rc == ENOENT && !query(mapsfd, m->raddr, 0, &q)) {
+		/* private or anonymous: the whole mapping is, for keys to come */
+		m->neg_start = q.vma_start;
+		m->neg_end = q.vma_end;
+	}
 	close(mapsfd);
 	if (rc)
 		return rc;   /* private or anonymous memory; ENOTTY: kernel < 6.11 */
@@ -361,6 +388,26 @@ void hca_mem_map_sweep(struct hca_dev *dev)
 	pthread_mutex_unlock(&map_lock);
 }
 
+static bool neg_has(const struct hca_seg *seg, uint16_t slot, uint32_t gen,
+		    uint64_t addr, uint64_t len)
+{
+	for (int i = 0; i < NEG_MAX; i++) {
+		const struct neg_ent *g = &neg_tab[i];
+
+		if (g->seg == seg && g->slot == slot && g->gen == gen &&
+		    addr >= g->start && addr + len <= g->end)
+			return true;
+	}
+	return false;
+}
+
+static void neg_add(const struct map_ent *m)
+{
+	neg_tab[neg_next++ % NEG_MAX] = (struct neg_ent){
+		.seg = m->seg, .gen = m->gen, .slot = m->slot,
+		.start = m->neg_start, .end = m->neg_end };
+}
+
 /* The entry for remote range r of key, with a reference taken; NULL if
  * the route does not apply. Called with map_lock held; drops it while it
  * maps, so the entry is inserted only then. */
@@ -390,10 +437,17 @@ static struct map_ent *ent_get(struct hca_dev *dev, uint16_t slot, uint32_t gen,
 	if (e->owner != slot || e->owner_gen != gen || !n.rlen ||
 	    atomic_load_explicit(&e->key, memory_order_acquire) != key)
 		return NULL;
-	sweep_locked(dev);
-	pthread_mutex_unlock(&map_lock);
-	rc = ent_map(dev, &n);
-	pthread_mutex_lock(&map_lock);
+	if (map_live)   /* mappings to give back: a miss is the time */
+		sweep_locked(dev);
+	if (neg_has(n.seg, slot, gen, n.raddr, n.rlen)) {
+		rc = ENOENT;
+	} else {
+		pthread_mutex_unlock(&map_lock);
+		rc = ent_map(dev, &n);
+		pthread_mutex_lock(&map_lock);
+		if (rc && n.neg_end)
+			neg_add(&n);
+	}
 	if (rc) {
 		n.none = true;
 		atomic_fetch_add(&st_refused, 1);
