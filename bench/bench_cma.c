@@ -16,17 +16,23 @@
 #define FLOOR_RUNS   5        /* the best of these many runs */
 #define FLOOR_BYTES  (64u << 20) /* bytes moved per run (at least 4 calls) */
 
-void cma_floor_start(struct cma_floor *f, size_t max)
+void cma_floor_start(struct cma_floor *f, size_t max, int child_cpu)
 {
-	int p[2];
+	int p[2], ready[2];
 	char c;
 
 	*f = (struct cma_floor){ .pipe_w = -1, .max = max };
-	if (max < CMA_FLOOR_MIN)
-		return;
 	f->buf = malloc(max);
 	if (!f->buf || pipe(p)) {
 		fprintf(stderr, "%s: no CMA floor (out of memory or fds)\n", bench_prog);
+		free(f->buf);
+		f->buf = NULL;
+		return;
+	}
+	if (pipe(ready)) {
+		fprintf(stderr, "%s: no CMA floor (out of fds)\n", bench_prog);
+		close(p[0]);
+		close(p[1]);
 		free(f->buf);
 		f->buf = NULL;
 		return;
@@ -36,18 +42,25 @@ void cma_floor_start(struct cma_floor *f, size_t max)
 	if (f->child == 0) {
 		/* the child: its own copy of buf, written by the parent */
 		close(p[1]);
+		close(ready[0]);
+		bench_pin(child_cpu);
 		memset(f->buf, 1, max);   /* its own pages, not the parent's */
+		if (write(ready[1], "r", 1) != 1)
+			_exit(1);
 		while (read(p[0], &c, 1) < 0 && errno == EINTR)
 			;
 		_exit(0);
 	}
 	close(p[0]);
-	if (f->child < 0) {
-		fprintf(stderr, "%s: no CMA floor (fork: %s)\n", bench_prog, strerror(errno));
-		close(p[1]);
-		f->child = 0;
+	close(ready[1]);
+	if (f->child < 0 || read(ready[0], &c, 1) != 1) {
+		fprintf(stderr, "%s: no CMA floor (its child did not start)\n", bench_prog);
+		close(ready[0]);
+		f->pipe_w = p[1];
+		cma_floor_stop(f);
 		return;
 	}
+	close(ready[0]);
 	f->pipe_w = p[1];
 }
 
@@ -87,6 +100,26 @@ double cma_floor_mbs(struct cma_floor *f, size_t size)
 			best = v;
 	}
 	return best;
+}
+
+double cma_floor_call_us(struct cma_floor *f, size_t size, unsigned n)
+{
+	struct iovec l = { f->buf, size }, r = { f->buf, size };
+	uint64_t t0 = 0;
+
+	if (!f->child || size > f->max || !n)
+		return 0;
+	for (unsigned i = 0; i < n + 100; i++) {
+		if (i == 100)
+			t0 = bench_now_ns();
+		if (process_vm_writev(f->child, &l, 1, &r, 1, 0) != (ssize_t)size) {
+			fprintf(stderr, "%s: process_vm_writev: %s\n", bench_prog,
+				strerror(errno));
+			cma_floor_stop(f);
+			return 0;
+		}
+	}
+	return (double)(bench_now_ns() - t0) / 1000.0 / n;
 }
 
 void cma_floor_stop(struct cma_floor *f)

@@ -25,13 +25,17 @@ struct cma_floor {
 	size_t max;
 };
 
-/* Forks the child; on failure the floor is simply absent (a note on
- * stderr). */
-void cma_floor_start(struct cma_floor *f, size_t max);
+/* Forks the child (pinned to CPU child_cpu, unless it is negative) and
+ * waits until it holds its own pages; on failure the floor is simply
+ * absent (a note on stderr). */
+void cma_floor_start(struct cma_floor *f, size_t max, int child_cpu);
 /* MB/s (10^6 bytes per second) of process_vm_writev of size bytes into
  * the child, the best of a few short runs; 0 when there is no child or a
  * call failed (CMA refused by a ptrace policy: the note says so once). */
 double cma_floor_mbs(struct cma_floor *f, size_t size);
+/* The mean time of one process_vm_writev of size bytes into the child
+ * (us), over n calls after 100 not timed; 0 as for cma_floor_mbs. */
+double cma_floor_call_us(struct cma_floor *f, size_t size, unsigned n);
 void cma_floor_stop(struct cma_floor *f);
 
 #endif

@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +56,18 @@ uint64_t bench_parse_size(const char *s, const char *what)
 	if (*end)
 		bench_die("bad %s '%s'", what, s);
 	return v;
+}
+
+void bench_pin(int cpu)
+{
+	cpu_set_t set;
+
+	if (cpu < 0)
+		return;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	if (sched_setaffinity(0, sizeof(set), &set))
+		bench_die("sched_setaffinity(%d): %s", cpu, strerror(errno));
 }
 
 uint32_t bench_parse_in(const char *s, uint64_t lo, uint64_t hi, char opt)

@@ -28,6 +28,10 @@ uint64_t bench_now_ns(void);
  * else dies with "bad WHAT 'S'". */
 uint64_t bench_parse_size(const char *s, const char *what);
 
+/* Runs the calling thread on CPU cpu only (nothing if cpu < 0); dies if
+ * the kernel refuses. */
+void bench_pin(int cpu);
+
 /* An option's number (k/m/g suffixes allowed) in lo .. hi, else dies
  * with "-OPT must be in lo .. hi". */
 uint32_t bench_parse_in(const char *s, uint64_t lo, uint64_t hi, char opt);

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "bench_common.h"
+#include "bench_cma.h"
 
 const char bench_prog[] = "shm_floor";
 
@@ -44,18 +45,6 @@ struct lane {
 	char pad[56];
 	char data[];
 };
-
-static void pin(int cpu)
-{
-	cpu_set_t set;
-
-	if (cpu < 0)
-		return;
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	if (sched_setaffinity(0, sizeof(set), &set))
-		bench_die("sched_setaffinity(%d): %s", cpu, strerror(errno));
-}
 
 static uint32_t iters_for(uint32_t size, uint32_t forced)
 {
@@ -107,7 +96,7 @@ static void run_lat(int cpu_a, int cpu_b, uint32_t max, uint32_t forced)
 	if (pid < 0)
 		bench_die("fork: %s", strerror(errno));
 	if (pid == 0) { /* the echoing side: the same sizes, the same order */
-		pin(cpu_b);
+		bench_pin(cpu_b);
 		for (uint32_t size = 1; size <= max; size *= 2) {
 			uint32_t n = iters_for(size, forced) + skip_for(size);
 
@@ -119,7 +108,7 @@ static void run_lat(int cpu_a, int cpu_b, uint32_t max, uint32_t forced)
 		}
 		_exit(0);
 	}
-	pin(cpu_a);
+	bench_pin(cpu_a);
 	printf("# shared-memory ping-pong floor (cpu %d <-> cpu %d)\n", cpu_a, cpu_b);
 	printf("# Size          Latency (us)\n");
 	for (uint32_t size = 1; size <= max; size *= 2) {
@@ -143,47 +132,24 @@ static void run_lat(int cpu_a, int cpu_b, uint32_t max, uint32_t forced)
 static void run_cma(int cpu_a, int cpu_b, uint32_t forced)
 {
 	uint32_t max = 4096, n = forced ? forced : 20000;
-	char *remote = aligned_alloc(4096, max), *local = malloc(max);
-	int go[2];
-	pid_t pid;
+	struct cma_floor f;
 
-	if (!remote || !local || pipe(go))
-		bench_die("setup: %s", strerror(errno));
-	memset(local, 'b', max);
-	pid = fork();
-	if (pid < 0)
-		bench_die("fork: %s", strerror(errno));
-	if (pid == 0) { /* the target: its own copy of the pages, then sleep */
-		pin(cpu_b);
-		memset(remote, 0, max);
-		if (write(go[1], "x", 1) != 1)
-			_exit(1);
-		for (;;)
-			pause();
-	}
-	pin(cpu_a);
-	if (read(go[0], local, 1) != 1)
-		bench_die("target did not start");
+	cma_floor_start(&f, max, cpu_b);
+	if (!f.child)
+		bench_die("no target process for process_vm_writev");
+	bench_pin(cpu_a);
 	printf("# one process_vm_writev to another process (cpu %d -> cpu %d)\n",
 	       cpu_a, cpu_b);
 	printf("# Size          Latency (us)\n");
 	for (uint32_t size = 1; size <= max; size *= 2) {
-		struct iovec l = { local, size }, r = { remote, size };
-		uint64_t t0 = 0;
+		double us = cma_floor_call_us(&f, size, n);
 
-		for (uint32_t i = 0; i < n + 100; i++) {
-			if (i == 100)
-				t0 = bench_now_ns();
-			if (process_vm_writev(pid, &l, 1, &r, 1, 0) != (ssize_t)size) {
-				kill(pid, SIGKILL);
-				bench_die("process_vm_writev: %s", strerror(errno));
-			}
-		}
-		printf("%-10u %17.2f\n", size, (double)(bench_now_ns() - t0) / 1000.0 / n);
+		if (us == 0)
+			bench_die("process_vm_writev of %u bytes failed", size);
+		printf("%-10u %17.2f\n", size, us);
 		fflush(stdout);
 	}
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
+	cma_floor_stop(&f);
 }
 
 int main(int argc, char **argv)

@@ -200,8 +200,8 @@ int main(int argc, char **argv)
 	b.server = b.o.host == NULL;
 	srand48(getpid() ^ (long)time(NULL));
 	/* the floor's child is forked before any verbs object exists */
-	if (!b.server && b.o.tests & (T_BW | T_BIBW))
-		cma_floor_start(&b.cma, b.o.max);
+	if (!b.server && b.o.tests & (T_BW | T_BIBW) && b.o.max >= CMA_FLOOR_MIN)
+		cma_floor_start(&b.cma, b.o.max, -1);
 	osu_setup(&b);
 	b.sock = b.server ? bench_tcp_accept(b.o.port)
 			  : bench_tcp_connect(b.o.host, b.o.port);
