@@ -259,17 +259,19 @@ static void dispatch_qp(struct hca_dev *dev, const struct hca_db_msg *m)
 	if (!qp)
 		return;
 	dispatch_hook(m);
+	/* check and act under the state lock: a reset in between would
+	 * be undone (an ERR written back, a new receive flushed) */
+	pthread_mutex_lock(&qp->state_lock);
 	if (m->kind == HCA_DB_QP_FLUSH) {
-		/* flush only: the state is ERR already, and writing it again
-		 * could undo a reset the application made since the check */
+		/* flush only: the state is ERR already */
 		if (still_in_error(qp))
 			hca_qp_flush(qp);
-	} else {
-		if (qp_event_is_fatal(m->event) && still_in_error(qp))
-			hca_qp_to_error(qp);
-		if (m->event)
-			hca_ctx_queue_event(qp->ctx, m->event, qp->user, 0);
+	} else if (qp_event_is_fatal(m->event) && still_in_error(qp)) {
+		hca_qp_to_error(qp);
 	}
+	pthread_mutex_unlock(&qp->state_lock);
+	if (m->kind != HCA_DB_QP_FLUSH && m->event)
+		hca_ctx_queue_event(qp->ctx, m->event, qp->user, 0);
 	hca_qp_put(qp);
 }
 

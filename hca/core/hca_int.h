@@ -466,6 +466,11 @@ struct hca_qp {
 	uint64_t goback_ns;         /* the last go-back after a NAK ... */
 	uint32_t goback_psn;        /* ... and the PSN it went back to */
 	uint32_t probes;            /* early go-backs since progress */
+	/* The application's modify against the progress thread's acting on
+	 * an error a responder reported (event.c): a reset made between its
+	 * check and its act would otherwise be undone. Taken before sq_lock
+	 * and resp_lock. */
+	pthread_mutex_t state_lock;
 	/* UDP link, responder (resp_lock) */
 	pthread_mutex_t resp_lock;
 	uint32_t epsn, msn;

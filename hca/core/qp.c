@@ -295,6 +295,7 @@ static void qp_free_private(struct hca_qp *qp)
 	free(qp->rbuf);
 	free(qp->rdbuf);
 	pthread_mutex_destroy(&qp->resp_lock);
+	pthread_mutex_destroy(&qp->state_lock);
 	free(qp->sq);
 	free(qp->sq_sge);
 	free(qp->sq_inl);
@@ -331,6 +332,8 @@ struct hca_qp *hca_qp_create(struct hca_pd *pd, struct hca_qp_init *init, void *
 	rc = hca_mutex_init(&qp->sq_lock);
 	if (!rc)
 		rc = hca_mutex_init(&qp->resp_lock);
+	if (!rc)
+		rc = hca_mutex_init(&qp->state_lock);
 	if (rc)
 		goto err; /* destroying a zeroed mutex is harmless */
 	qp_grant_caps(qp, &init->cap);
@@ -545,16 +548,24 @@ static void modify_apply(struct hca_qp *qp, const struct ibv_qp_attr *a, int mas
 static int qp_modify(struct hca_qp *qp, struct ibv_qp_attr *a, int mask);
 static void qp_path_set(struct hca_qp *qp);
 
-/* An XRC target QP may be modified by any process that holds it. */
+/*
+ * An XRC target QP may be modified by any process that holds it. The
+ * state lock keeps a flush a responder asked for (event.c) off a QP the
+ * application is resetting.
+ */
 int hca_qp_modify(struct hca_qp *qp, struct ibv_qp_attr *a, int mask)
 {
 	int rc;
 
-	if (qp->type != IBV_QPT_XRC_RECV)
-		return qp_modify(qp, a, mask);
-	hca_seg_lock(qp->dev->seg);
-	rc = atomic_load(&qp->ent->qpn) == qp->qpn ? qp_modify(qp, a, mask) : EINVAL;
-	hca_seg_unlock(qp->dev->seg);
+	pthread_mutex_lock(&qp->state_lock);
+	if (qp->type != IBV_QPT_XRC_RECV) {
+		rc = qp_modify(qp, a, mask);
+	} else {
+		hca_seg_lock(qp->dev->seg);
+		rc = atomic_load(&qp->ent->qpn) == qp->qpn ? qp_modify(qp, a, mask) : EINVAL;
+		hca_seg_unlock(qp->dev->seg);
+	}
+	pthread_mutex_unlock(&qp->state_lock);
 	return rc;
 }
 

@@ -216,8 +216,11 @@ struct hca_qp *hca_qp_open(struct hca_xrcd *x, uint32_t qpn, void *user)
 	rc = hca_mutex_init(&qp->sq_lock);
 	if (!rc)
 		rc = hca_mutex_init(&qp->resp_lock);
+	if (!rc)
+		rc = hca_mutex_init(&qp->state_lock);
 	if (rc) {
 		pthread_mutex_destroy(&qp->sq_lock);
+		pthread_mutex_destroy(&qp->resp_lock);
 		free(qp);
 		errno = rc;
 		return NULL;
