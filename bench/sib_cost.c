@@ -5,7 +5,7 @@
  * not move as it moves a ping-pong's time.  Compare with msg_cost (the same
  * message at the verbs level).
  *
- *   sib_cost [-n MESSAGES] [-s SIZE] [-p] [-w WINDOW]
+ *   sib_cost [-n MESSAGES] [-s SIZE] [-p] [-w WINDOW] [-d]
  *
  * One process, one worker, an endpoint to its own address (on the host
  * link a post executes the SEND in the caller: requester, responder and
@@ -18,6 +18,8 @@
  * -w WINDOW: osu_mbw_mr's shape instead: WINDOW receives posted, WINDOW
  * sends (a burst: batched, transport/batch.c), then every request waited
  * for; n rounded down to whole windows.
+ * -d: sends pass SIB_OP_NOREQ (a send done in its call makes no request:
+ * nothing to wait for or free).
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -33,6 +35,8 @@ static void die(const char *what, sib_status_t st)
 	exit(1);
 }
 
+static struct sib_op_params send_op;
+
 static double now_s(void)
 {
 	struct timespec ts;
@@ -45,7 +49,7 @@ static long wait_both(sib_worker_t *w, sib_request_t *a, sib_request_t *b)
 {
 	long polls = 0;
 
-	while (sib_request_test(a, NULL) == SIB_INPROGRESS ||
+	while ((a && sib_request_test(a, NULL) == SIB_INPROGRESS) ||
 	       sib_request_test(b, NULL) == SIB_INPROGRESS)
 		polls++;
 	(void)w;
@@ -68,10 +72,12 @@ static void windows(sib_worker_t *w, sib_ep_t *ep, long n, int win, char *sb,
 						  &rq[i])))
 				die("recv", st);
 		for (int i = 0; i < win; i++)
-			if ((st = sib_tag_send_nb(ep, sb, size, 7, 0, NULL,
-						  &rq[win + i])))
+			if ((st = sib_tag_send_nb(ep, sb, size, 7, 0, &send_op,
+						  &rq[win + i])) < 0)
 				die("send", st);
 		for (int i = 0; i < 2 * win; i++) {
+			if (!rq[i])
+				continue;   /* SIB_DONE */
 			if ((st = sib_request_wait(rq[i], NULL)))
 				die("wait", st);
 			sib_request_free(rq[i]);
@@ -94,15 +100,16 @@ int main(int argc, char **argv)
 	char *sb, *rb;
 	double t0;
 
-	while ((c = getopt(argc, argv, "n:s:pw:")) != -1) {
+	while ((c = getopt(argc, argv, "n:s:pw:d")) != -1) {
 		switch (c) {
 		case 'n': n = atol(optarg); break;
 		case 's': size = (size_t)atol(optarg); break;
 		case 'p': late = 1; break;
 		case 'w': win = atoi(optarg); break;
+		case 'd': send_op.flags = SIB_OP_NOREQ; break;
 		default:
 			fprintf(stderr, "usage: sib_cost [-n MESSAGES] [-s SIZE] [-p] "
-				"[-w WINDOW]\n");
+				"[-w WINDOW] [-d]\n");
 			return 2;
 		}
 	}
@@ -131,7 +138,7 @@ int main(int argc, char **argv)
 		if (!late && (st = sib_tag_recv_nb(w, rb, size, SIB_ANY_SOURCE, 7,
 						   ~0ull, 0, NULL, &r)))
 			die("recv", st);
-		if ((st = sib_tag_send_nb(ep, sb, size, 7, 0, NULL, &s)))
+		if ((st = sib_tag_send_nb(ep, sb, size, 7, 0, &send_op, &s)) < 0)
 			die("send", st);
 		if (late) {
 			while (sib_worker_progress(w) == 0)

@@ -7,8 +7,11 @@
  *   rate   8-byte messages, a window at a time (million messages/s)
  * Sizes 1 B (0 for rate) up to the eager limit, powers of two.
  *
- *   mpirun -np 2 sib_osu [lat|bw|bibw|rate|all] [-i ITERS] [-w WINDOW] [-s SIZE]
+ *   mpirun -np 2 sib_osu [lat|bw|bibw|rate|all] [-i ITERS] [-w WINDOW] [-s SIZE] [-R]
  * -s SIZE: the latency at that one size (per-message counts: perf, strace).
+ * Sends pass SIB_OP_NOREQ (a send done in the call makes no request, as
+ * UCX's ucp_tag_send_nbx returns none; ucx_perftest relies on it); -R
+ * asks for a request per send instead (wait and free it: the A/B).
  * Progress mode from SIB_PROGRESS (default: polling).
  */
 #include <stdbool.h>
@@ -24,6 +27,7 @@ static sib_worker_t *W;
 static sib_ep_t *peer;
 static int iters = 2000, window = 64;
 static size_t only;   /* -s SIZE: lat at this size alone */
+static struct sib_op_params send_op = { .flags = SIB_OP_NOREQ };
 
 static double now_us(void)
 {
@@ -35,8 +39,11 @@ static double now_us(void)
 
 static void wait_req(sib_request_t *r)
 {
-	sib_status_t st = sib_request_wait(r, NULL);
+	sib_status_t st;
 
+	if (!r)        /* a send done in its call (SIB_DONE) */
+		return;
+	st = sib_request_wait(r, NULL);
 	if (st != SIB_OK) {
 		fprintf(stderr, "sib_osu: %s\n", sib_status_string(st));
 		exit(1);
@@ -48,7 +55,7 @@ static void xsend(const void *b, size_t n, uint64_t tag)
 {
 	sib_request_t *r;
 
-	if (sib_tag_send_nb(peer, b, n, tag, 0, NULL, &r))
+	if (sib_tag_send_nb(peer, b, n, tag, 0, &send_op, &r) < 0)
 		exit(1);
 	wait_req(r);
 }
@@ -112,7 +119,7 @@ static double bw(uint8_t *sb, uint8_t *rb, size_t n, int bidir)
 		for (int i = 0; receiver && i < window; i++)
 			sib_tag_recv_nb(W, rb, n, SIB_ANY_SOURCE, 2, ~0ull, 0, NULL, &rq[m++]);
 		for (int i = 0; sender && i < window; i++)
-			sib_tag_send_nb(peer, sb, n, 2, 0, NULL, &rq[m++]);
+			sib_tag_send_nb(peer, sb, n, 2, 0, &send_op, &rq[m++]);
 		for (int i = 0; i < m; i++)
 			wait_req(rq[i]);
 		if (job.rank == 0)
@@ -137,6 +144,8 @@ int main(int argc, char **argv)
 			window = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "-s") && i + 1 < argc)
 			only = strtoull(argv[++i], NULL, 0);
+		else if (!strcmp(argv[i], "-R"))
+			send_op.flags = 0;
 		else
 			what = argv[i];
 	}

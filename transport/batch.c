@@ -122,6 +122,7 @@ sib_status_t sib_batch_add(struct sib_ep *ep, const struct sib_hdr *h,
 	size_t len = alen + blen;
 	uint32_t need = SIB_BITEM + pad8((uint32_t)len);
 	uint8_t *p;
+	bool noreq;
 
 	if (len > SIB_BATCH_ITEM_MAX || !w->ctx->batch_max || ep->failed)
 		return SIB_INPROGRESS;
@@ -138,8 +139,10 @@ sib_status_t sib_batch_add(struct sib_ep *ep, const struct sib_hdr *h,
 		if (SIB_HDR + need > batch_cap(w, ep) || !(b = batch_open(w, ep)))
 			return SIB_INPROGRESS;
 	}
-	r = batched_req(w, ep, op);
-	if (!r)
+	/* copied and asking for nothing more: no request at all */
+	noreq = op && (op->flags & SIB_OP_NOREQ) && !op->send_cb;
+	r = noreq ? NULL : batched_req(w, ep, op);
+	if (!r && !noreq)
 		return SIB_ERR_NO_MEMORY;
 	it.len = (uint32_t)len | (uint32_t)(len <= w->short_lim ? SIB_PROTO_SHORT :
 					    SIB_PROTO_EAGER) << 24;
@@ -162,6 +165,10 @@ sib_status_t sib_batch_add(struct sib_ep *ep, const struct sib_hdr *h,
 	w->c.tx_batched++;
 	w->c.tx_msgs[SIB_BITEM_PROTO(it.len)]++;
 	w->c.tx_bytes[SIB_BITEM_PROTO(it.len)] += len;
+	if (noreq) {
+		*out = NULL;
+		return SIB_DONE;
+	}
 	r->st.length = len;
 	if (r->send_cb) {         /* completes with the batch */
 		r->next_free = b->members;

@@ -47,6 +47,8 @@ SIB_API const char *sib_status_string(sib_status_t st)
 {
 	if (st == SIB_OK || st == SIB_INPROGRESS)
 		return status_names[st];
+	if (st == SIB_DONE)
+		return "done already (no request)";
 	if (st < 0 && st > SIB_STATUS_LAST)
 		return status_names[-st + 1];
 	return "unknown status";

@@ -30,6 +30,8 @@ extern "C" {
 typedef enum {
 	SIB_OK = 0,
 	SIB_INPROGRESS = 1,
+	SIB_DONE = 2,               /* complete already: no request was made
+				       (a send with SIB_OP_NOREQ) */
 	SIB_ERR_INVALID_PARAM = -1,
 	SIB_ERR_NO_MEMORY = -2,
 	SIB_ERR_TRUNCATED = -3,
@@ -181,6 +183,13 @@ struct sib_iov {
 				at worker destroy once it is freed), which
 				lets a short send go unsignalled
 				(docs/transport.md "Across hosts") */
+#define SIB_OP_NOREQ 4u      /* send (tagged or active): if the call can
+				complete it (copied, no callback: short,
+				eager or batched), return SIB_DONE with *req
+				NULL instead of a request to wait for and
+				free, as UCX's send returns no request for
+				a send done at once; otherwise SIB_OK and a
+				request as always. Ignored by receives. */
 
 /* Optional per-operation parameters (NULL: none). */
 struct sib_op_params {
@@ -204,7 +213,10 @@ struct sib_op_params {
  * for delivery).  Any other send completes when the receiver's HCA has
  * the message (SIB_OK) or with SIB_ERR_PEER_FAILED, and its callback, if
  * any, carries that status.  The same for every call below that makes a
- * request.  A callback (op) runs exactly once per request, from progress,
+ * request.  With SIB_OP_NOREQ in op->flags such a send returns SIB_DONE
+ * and no request (*req NULL): nothing to wait for or free, no call after
+ * it (docs/transport.md "Sends that need no request").
+ * A callback (op) runs exactly once per request, from progress,
  * or from inside the starting call when it completes at once (a receive
  * whose message has already arrived).
  */

@@ -336,6 +336,13 @@ sib_status_t sib_send_start(struct sib_ep *ep, struct sib_hdr *h,
 		r->early = true;
 		r->st.status = SIB_OK;
 		atomic_store_explicit(&r->done, true, memory_order_release);
+		if (op && (op->flags & SIB_OP_NOREQ)) {
+			/* the caller takes "done" for an answer: the request
+			 * is the library's alone (released at completion) */
+			r->freed = true;
+			*out = NULL;
+			return SIB_DONE;
+		}
 	}
 	*out = r;
 	return SIB_OK;
@@ -366,7 +373,7 @@ SIB_API sib_status_t sib_tag_send_nb(sib_ep_t *ep, const void *buf,
 			 SIB_INPROGRESS;
 	if (st == SIB_INPROGRESS)
 		st = sib_send_start(ep, &h, buf, len, NULL, 0, op, req);
-	if (!st) {
+	if (st == SIB_OK) {
 		(*req)->st.tag = tag;
 		(*req)->st.ctx_id = ctx_id;
 		(*req)->st.source = ep->w->id;

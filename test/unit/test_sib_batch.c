@@ -15,7 +15,10 @@
  *   - send callbacks run once each, when their batch is delivered;
  *   - a sender that stays away from libsib after a burst: its connection
  *     thread sends the open batch;
- *   - SIB_BATCH_MAX=0 turns it off.
+ *   - SIB_BATCH_MAX=0 turns it off;
+ *   - SIB_OP_NOREQ: a send done in its call (lone short, batched, eager)
+ *     returns SIB_DONE and no request; one with a callback, or one above
+ *     the rendezvous threshold, still gives a request; flush covers both.
  * Needs SOFTIB_SEG_TAG of its own when run beside other tests.
  */
 #include <stdbool.h>
@@ -618,6 +621,78 @@ static void test_away(void)
 	}
 }
 
+static void done_cb(sib_request_t *r, sib_status_t st, void *arg)
+{
+	(void)r;
+	CU_ASSERT_EQUAL(st, SIB_OK);
+	(*(int *)arg)++;
+}
+
+static void test_noreq(void)
+{
+	struct sib_op_params nr = { .flags = SIB_OP_NOREQ }, cb = nr;
+	struct sib_worker_attr a0 = attr(), a1;
+	size_t big = a0.rndv_thresh_local + 1;
+	uint8_t *lb = malloc(big), *lr = malloc(big);
+	sib_request_t *r = (sib_request_t *)&nr, *f;
+	uint64_t v;
+	int calls = 0;
+
+	CU_ASSERT_FATAL(lb && lr);
+	/* lone: short, inline */
+	v = 100;
+	CU_ASSERT_EQUAL(sib_tag_send_nb(self, &v, sizeof(v), 5, 5, &nr, &r), SIB_DONE);
+	CU_ASSERT_PTR_NULL(r);
+	progress(1);
+	/* a burst: batched, no requests either */
+	for (v = 101; v < 140; v++) {
+		r = (sib_request_t *)&nr;
+		CU_ASSERT_EQUAL(sib_tag_send_nb(self, &v, sizeof(v), 5, 5, &nr, &r),
+				SIB_DONE);
+		CU_ASSERT_PTR_NULL(r);
+	}
+	a1 = attr();
+	CU_ASSERT(a1.tx_batched > a0.tx_batched);
+	/* with a callback: a request as always */
+	cb.send_cb = done_cb;
+	cb.cb_arg = &calls;
+	v = 140;
+	CU_ASSERT_EQUAL(sib_tag_send_nb(self, &v, sizeof(v), 5, 5, &cb, &r), SIB_OK);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+	CU_ASSERT_EQUAL(sib_request_wait(r, NULL), SIB_OK);
+	sib_request_free(r);
+	CU_ASSERT_EQUAL(calls, 1);
+	/* above the rendezvous threshold: the buffer is read later */
+	memset(lb, 0x5a, big);
+	CU_ASSERT_EQUAL(sib_tag_send_nb(self, lb, big, 6, 5, &nr, &r), SIB_OK);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+	CU_ASSERT_EQUAL(recv_wait(lr, big, SIB_ANY_SOURCE, 6, ~0ull, 5, NULL), SIB_OK);
+	CU_ASSERT_EQUAL(sib_request_wait(r, NULL), SIB_OK);
+	sib_request_free(r);
+	CU_ASSERT(!memcmp(lb, lr, big));
+	for (uint64_t i = 100; i <= 140; i++) {
+		CU_ASSERT_EQUAL(recv_wait(&v, sizeof(v), SIB_ANY_SOURCE, 5, ~0ull, 5,
+					  NULL), SIB_OK);
+		CU_ASSERT_EQUAL(v, i);
+	}
+	/* flush covers what made no request */
+	for (v = 0; v < 5; v++)
+		CU_ASSERT_EQUAL(sib_tag_send_nb(self, &v, sizeof(v), 7, 5, &nr, &r),
+				SIB_DONE);
+	if (sib_ep_flush(self, &f) == SIB_INPROGRESS) {
+		CU_ASSERT_EQUAL(sib_request_wait(f, NULL), SIB_OK);
+		sib_request_free(f);
+	}
+	for (uint64_t i = 0; i < 5; i++) {
+		CU_ASSERT_EQUAL(recv_wait(&v, sizeof(v), SIB_ANY_SOURCE, 7, ~0ull, 5,
+					  NULL), SIB_OK);
+		CU_ASSERT_EQUAL(v, i);
+	}
+	CU_ASSERT_STRING_EQUAL(sib_status_string(SIB_DONE), "done already (no request)");
+	free(lb);
+	free(lr);
+}
+
 static int add_suites(void)
 {
 	CU_pSuite s = CU_add_suite("sib_batch", setup, teardown);
@@ -629,7 +704,8 @@ static int add_suites(void)
 	    !CU_add_test(s, "order with long and AM sends", test_order_mixed) ||
 	    !CU_add_test(s, "callbacks and flush", test_callbacks_flush) ||
 	    !CU_add_test(s, "a burst of AMs with tagged ones", test_am_burst) ||
-	    !CU_add_test(s, "the sender away: the thread sends", test_away))
+	    !CU_add_test(s, "the sender away: the thread sends", test_away) ||
+	    !CU_add_test(s, "SIB_OP_NOREQ: no request when done", test_noreq))
 		return -1;
 	s = CU_add_suite("sib_batch_workers", NULL, NULL);
 	if (!s || !CU_add_test(s, "SIB_BATCH_MAX=0", test_key_off) ||
