@@ -156,10 +156,9 @@ sib_status_t sib_batch_add(struct sib_ep *ep, const struct sib_hdr *h,
 	}
 	p = b->data + b->wire_len;
 	memcpy(p, &it, SIB_BITEM);
-	if (alen)
-		memcpy(p + SIB_BITEM, a, alen);
+	sib_copy(p + SIB_BITEM, a, alen);
 	if (blen)
-		memcpy(p + SIB_BITEM + alen, bp, blen);
+		sib_copy(p + SIB_BITEM + alen, bp, blen);
 	b->wire_len += need;
 	b->nitems++;
 	w->c.tx_batched++;

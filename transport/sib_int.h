@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "sib.h"
@@ -32,6 +33,38 @@
 
 #define SIB_LOCAL __attribute__((visibility("hidden")))
 #define SIB_CONTAINER(p, T, m) ((T *)((char *)(p) - offsetof(T, m)))
+
+/* A copy of a small message's bytes, inline: up to 16 bytes by two
+ * overlapping loads and stores (no call); above, memcpy. An 8-byte
+ * message's copy through the library memcpy cost ~26 instructions (the
+ * call, its size dispatch), this ~8 (callgrind, docs/transport.md). */
+static inline void sib_copy(void *dst, const void *src, size_t n)
+{
+	uint8_t *d = dst;
+	const uint8_t *s = src;
+
+	if (n > 16) {
+		memcpy(d, s, n);
+	} else if (n >= 8) {
+		uint64_t a, b;
+
+		memcpy(&a, s, 8);
+		memcpy(&b, s + n - 8, 8);
+		memcpy(d, &a, 8);
+		memcpy(d + n - 8, &b, 8);
+	} else if (n >= 4) {
+		uint32_t a, b;
+
+		memcpy(&a, s, 4);
+		memcpy(&b, s + n - 4, 4);
+		memcpy(d, &a, 4);
+		memcpy(d + n - 4, &b, 4);
+	} else if (n) {   /* 1..3: first, middle, last */
+		d[0] = s[0];
+		d[n / 2] = s[n / 2];
+		d[n - 1] = s[n - 1];
+	}
+}
 
 /* ---- intrusive lists (same node type as the matching engine's) ---- */
 typedef struct sib_mq_link sib_link_t;

@@ -169,16 +169,20 @@ void sib_send_finished(sib_worker_t *w, struct sib_request *r, sib_status_t st)
 	flushes_check(ep);
 }
 
-static void recv_finish(sib_worker_t *w, struct sib_request *r, uint32_t src,
-			uint32_t ctx, uint64_t tag, const uint8_t *data,
-			size_t len)
+/* inline: once per arrival, the one copy from the receive buffer into
+ * the user's */
+static inline __attribute__((always_inline)) void
+recv_finish(sib_worker_t *w, struct sib_request *r, uint32_t src,
+	    uint32_t ctx, uint64_t tag, const uint8_t *data, size_t len)
 {
 	size_t n = len < r->len ? len : r->len;
 
-	if (n && r->iov)
-		sib_iov_copy(r->iov, r->niov, 0, data, n);
-	else if (n)
-		memcpy(r->buf, data, n);
+	if (__builtin_expect(r->iov != NULL, 0)) {
+		if (n)
+			sib_iov_copy(r->iov, r->niov, 0, data, n);
+	} else {
+		sib_copy(r->buf, data, n);
+	}
 	if (r->ep && r->ep->rx_named)
 		r->ep->rx_named--;
 	if (r->wild && w->rx_wild)
@@ -310,10 +314,9 @@ sib_status_t sib_send_start(struct sib_ep *ep, struct sib_hdr *h,
 	h->src = w->id;
 	h->seq = ep->tx_seq++;
 	memcpy(r->data, h, SIB_HDR);
-	if (alen)
-		memcpy(r->data + SIB_HDR, a, alen);
+	sib_copy(r->data + SIB_HDR, a, alen);
 	if (blen)
-		memcpy(r->data + SIB_HDR + alen, b, blen);
+		sib_copy(r->data + SIB_HDR + alen, b, blen);
 	r->st.length = len;
 	ep->tx_issued++;
 	/* only this call's own post may leave it unsignalled: a send that
