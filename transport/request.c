@@ -14,18 +14,10 @@
  * malloc and free per message. Under the worker lock, as every caller. */
 #define REQ_CACHE 1024
 
-/* A request from the cache (or malloc), its fields as they were. */
-struct sib_request *sib_req_take(sib_worker_t *w)
+/* The cache miss of sib_req_take (sib_int.h). */
+struct sib_request *sib_req_alloc(void)
 {
-	struct sib_request *r = w->req_cache;
-
-	if (r) {
-		w->req_cache = r->next_free;
-		w->nreq_cache--;
-	} else {
-		r = malloc(sizeof(*r));
-	}
-	return r;
+	return malloc(sizeof(struct sib_request));
 }
 
 struct sib_request *sib_req_new(sib_worker_t *w, enum sib_req_kind k,
@@ -45,48 +37,6 @@ struct sib_request *sib_req_new(sib_worker_t *w, enum sib_req_kind k,
 		r->recv_cb = op->recv_cb;
 		r->cb_arg = op->cb_arg;
 	}
-	return r;
-}
-
-/*
- * A receive request: every field a receive, its matching, its rendezvous
- * reading (rndv_rx.c), test, wait, cancel and free read, set one by one;
- * the send-only ones (proto, cls, wire_len, flush_target, resends,
- * broken_ms) are left as they were. Two of these per message at a
- * message-rate test (post, then the match): sib_req_new's memset of
- * ~270 bytes was the largest single cost of a receive (callgrind,
- * docs/transport.md "Batching").
- */
-struct sib_request *sib_req_new_recv(sib_worker_t *w,
-				     const struct sib_op_params *op)
-{
-	struct sib_request *r = sib_req_take(w);
-
-	if (!r)
-		return NULL;
-	r->kind = SIB_REQ_RECV;
-	r->w = w;
-	r->ep = NULL;
-	atomic_store_explicit(&r->done, false, memory_order_relaxed);
-	r->freed = r->wild = r->early = r->posted = false;
-	r->unsig_ok = r->unsig = r->is_batch = false;
-	r->next_free = NULL;
-	r->st = (struct sib_tag_status){ 0 };
-	r->send_cb = op ? op->send_cb : NULL;
-	r->recv_cb = op ? op->recv_cb : NULL;
-	r->cb_arg = op ? op->cb_arg : NULL;
-	sib_list_init(&r->qlink);
-	r->mrecv = (struct sib_mq_recv){ 0 };
-	r->buf = NULL;
-	r->len = 0;
-	r->slot = -1;
-	r->data = NULL;
-	r->nitems = 0;
-	r->members = NULL;
-	r->rdma = NULL;
-	r->rndv = NULL;
-	r->iov = NULL;
-	r->niov = 0;
 	return r;
 }
 
@@ -225,8 +175,14 @@ SIB_API sib_status_t sib_request_cancel(sib_request_t *r)
 	return st;
 }
 
-/* Under the worker lock: another thread's progress may be completing r
- * (its callback running, its freed flag about to be read). */
+/*
+ * Under the worker lock in SIB_THREAD_MULTI: another thread's progress may
+ * be completing r (its callback running, its freed flag about to be read).
+ * Not through the gate (async.c): the connection thread never completes,
+ * frees or takes a request, nor reads a request's freed flag, so what this
+ * touches (the flag, the worker's request cache) is the application's
+ * alone; the gate's two stores and load were a third of the call.
+ */
 SIB_API void sib_request_free(sib_request_t *r)
 {
 	sib_worker_t *w;
@@ -234,14 +190,14 @@ SIB_API void sib_request_free(sib_request_t *r)
 	if (!r)
 		return;
 	w = r->w;
-	sib_lock(w);
-	if (r->freed) {
-		sib_unlock(w);
-		return;
-	}
-	if (atomic_load_explicit(&r->done, memory_order_relaxed) && !r->early)
+	if (w->mt)
+		pthread_mutex_lock(&w->lock);
+	if (r->freed)
+		;
+	else if (atomic_load_explicit(&r->done, memory_order_relaxed) && !r->early)
 		sib_req_put(w, r);
 	else
 		r->freed = true;
-	sib_unlock(w);
+	if (w->mt)
+		pthread_mutex_unlock(&w->lock);
 }

@@ -558,10 +558,61 @@ SIB_LOCAL void sib_requests_destroy(sib_worker_t *w);
 
 SIB_LOCAL struct sib_request *sib_req_new(sib_worker_t *w, enum sib_req_kind k,
 					  const struct sib_op_params *op);
-SIB_LOCAL struct sib_request *sib_req_take(sib_worker_t *w);
-SIB_LOCAL struct sib_request *sib_req_new_recv(sib_worker_t *w,
-					       const struct sib_op_params *op);
+SIB_LOCAL struct sib_request *sib_req_alloc(void);
 SIB_LOCAL void sib_req_put(sib_worker_t *w, struct sib_request *r);
+
+/* A request from the worker's cache (or malloc), its fields as they were
+ * (request.c keeps the cache; inline: once or twice per message). */
+static inline struct sib_request *sib_req_take(sib_worker_t *w)
+{
+	struct sib_request *r = w->req_cache;
+
+	if (__builtin_expect(r != NULL, 1)) {
+		w->req_cache = r->next_free;
+		w->nreq_cache--;
+		return r;
+	}
+	return sib_req_alloc();
+}
+
+/*
+ * A receive request: the fields a receive, its matching, its rendezvous
+ * reading (rndv_rx.c), test, wait, cancel, free and completion read, set
+ * one by one; the send-only ones (proto, cls, wire_len, slot, data,
+ * flush_target, resends, broken_ms, batch members, posted, unsig) are
+ * never read for a receive and stay as they were, and mrecv's match
+ * fields are the caller's. sib_req_new's memset of ~270 bytes was the
+ * largest single cost of a receive (callgrind, docs/transport.md).
+ */
+static inline struct sib_request *sib_req_new_recv(sib_worker_t *w,
+						   const struct sib_op_params *op)
+{
+	struct sib_request *r = sib_req_take(w);
+
+	if (!r)
+		return NULL;
+	r->kind = SIB_REQ_RECV;
+	r->w = w;
+	r->ep = NULL;
+	atomic_store_explicit(&r->done, false, memory_order_relaxed);
+	r->freed = r->wild = r->early = r->is_batch = false;
+	r->st = (struct sib_tag_status){ 0 };
+	r->send_cb = NULL;
+	if (op) {
+		r->recv_cb = op->recv_cb;
+		r->cb_arg = op->cb_arg;
+	} else {
+		r->recv_cb = NULL;
+		r->cb_arg = NULL;
+	}
+	sib_list_init(&r->qlink);
+	r->mrecv.link.next = NULL;   /* not queued (sib_mq_cancel) */
+	r->rdma = NULL;
+	r->rndv = NULL;
+	r->iov = NULL;
+	r->niov = 0;
+	return r;
+}
 SIB_LOCAL void sib_req_cache_fini(sib_worker_t *w);
 SIB_LOCAL sib_status_t sib_send_start(struct sib_ep *ep, struct sib_hdr *h,
 				      const void *a, size_t alen,

@@ -466,8 +466,9 @@ static int iov_set(struct sib_request *r, const void *buf, size_t n)
 
 /* A receive request for buf/len (pieces with SIB_OP_IOV); the worker's
  * lock is held. Shared by the receive and the matched receive. */
-static sib_status_t recv_req_new(sib_worker_t *w, void *buf, size_t len,
-				 const struct sib_op_params *op, struct sib_request **rp)
+static inline sib_status_t recv_req_new(sib_worker_t *w, void *buf, size_t len,
+					const struct sib_op_params *op,
+					struct sib_request **rp)
 {
 	struct sib_request *r = sib_req_new_recv(w, op);
 
