@@ -509,7 +509,7 @@ void sib_deliver(sib_worker_t *w, struct sib_ep *src, const struct sib_hdr *h,
 			      len - hl) == SIB_INPROGRESS;
 		return;
 	}
-	mr = sib_mq_arrive(&w->mq, src->id, h->ctx, h->tag);
+	mr = sib_mq_arrive_fast(&w->mq, src->id, h->ctx, h->tag);
 	if (mr) {
 		recv_finish(w, SIB_CONTAINER(mr, struct sib_request, mrecv),
 			    src->id, h->ctx, h->tag, payload, len);
@@ -561,7 +561,7 @@ SIB_API sib_status_t sib_tag_recv_nb(sib_worker_t *w, void *buf, size_t len,
 	*req = r;
 	if (src != SIB_ANY_SOURCE)
 		ep = sib_ep_get(w, src);
-	mm = sib_mq_post(&w->mq, &r->mrecv);
+	mm = sib_mq_post_fast(&w->mq, &r->mrecv);
 	if (mm) {
 		struct sib_message *m = SIB_CONTAINER(mm, struct sib_message, m);
 

@@ -2,7 +2,9 @@
  * The tag-matching engine of libsib (transport/match.c) against a naive
  * reference model written here (plain arrays walked front to back, MPI's
  * rules read literally), over randomized runs of posts, arrivals, probes
- * and cancels. test_sib_match.c has the rules one by one.
+ * and cancels (every other post and arrival through the inline front
+ * doors, sib_mq_post_fast / sib_mq_arrive_fast). test_sib_match.c has the
+ * rules one by one.
  */
 #include "match.h"
 #include "cu_run.h"
@@ -187,7 +189,9 @@ static long random_run(uint64_t seed, long nops, bool far_sources)
 			q->r.tag = tag;
 			q->r.mask = mask;
 			struct umsg *want = m_find(&md, q->r.src, ctx, tag, mask, true);
-			struct sib_mq_msg *got = sib_mq_post(&mq, &q->r);
+			/* every other step through the inline front door */
+			struct sib_mq_msg *got = (step & 1) ?
+				sib_mq_post_fast(&mq, &q->r) : sib_mq_post(&mq, &q->r);
 
 			if (got != (want ? &want->m : NULL))
 				return step;
@@ -203,7 +207,9 @@ static long random_run(uint64_t seed, long nops, bool far_sources)
 			if (i < 0)
 				continue;
 			struct req *want = m_arrive(&md, src, ctx, tag);
-			struct sib_mq_recv *got = sib_mq_arrive(&mq, src, ctx, tag);
+			struct sib_mq_recv *got = (step & 1) ?
+				sib_mq_arrive_fast(&mq, src, ctx, tag) :
+				sib_mq_arrive(&mq, src, ctx, tag);
 
 			if (got != (want ? &want->r : NULL))
 				return step;
