@@ -271,24 +271,24 @@ bool sib_batch_rx(sib_worker_t *w, struct sib_ep *src, uint32_t cls,
 		h.proto = (uint8_t)SIB_BITEM_PROTO(it.len);
 		if (ilen > len - off - SIB_BITEM || h.proto >= SIB_PROTO_MAX)
 			goto bad;
-		if (it.len & SIB_BITEM_AM) {
+		w->c.rx_msgs[h.proto]++;
+		w->c.rx_bytes[h.proto] += ilen;
+		if (!(it.len & SIB_BITEM_AM)) {   /* tagged: matched, copied */
+			sib_deliver_tag(w, src->id, it.ctx, it.tag,
+					p + off + SIB_BITEM, ilen);
+		} else {
 			h.type = SIB_MSG_AM;
 			h.am_id = (uint16_t)it.tag;
 			h.tag = 0;
 			if (it.tag >= SIB_AM_MAX_ID)
 				h.am_id = SIB_AM_MAX_ID;   /* no handler: logged */
-		} else {
-			h.type = SIB_MSG_TAG;
-			h.am_id = 0;
-			h.tag = it.tag;
+			h.ctx = it.ctx;
+			sib_deliver(w, src, &h,
+				    (uint8_t *)(uintptr_t)(p + off + SIB_BITEM),
+				    ilen, cls, idx, &keep);
+			if (keep)
+				(*refs)++;
 		}
-		h.ctx = it.ctx;
-		w->c.rx_msgs[h.proto]++;
-		w->c.rx_bytes[h.proto] += ilen;
-		sib_deliver(w, src, &h, (uint8_t *)(uintptr_t)(p + off + SIB_BITEM),
-			    ilen, cls, idx, &keep);
-		if (keep)
-			(*refs)++;
 		off += SIB_BITEM + pad8(ilen);
 		if (off > len)
 			off = len;

@@ -553,6 +553,8 @@ SIB_LOCAL void sib_send_finished(sib_worker_t *w, struct sib_request *r,
 SIB_LOCAL void sib_deliver(sib_worker_t *w, struct sib_ep *src,
 			   const struct sib_hdr *h, uint8_t *payload,
 			   size_t len, uint32_t cls, uint32_t idx, bool *keep);
+SIB_LOCAL void sib_deliver_tag(sib_worker_t *w, uint32_t src, uint32_t ctx,
+			       uint64_t tag, const uint8_t *payload, size_t len);
 SIB_LOCAL void sib_slot_release(sib_worker_t *w, int slot);
 SIB_LOCAL void sib_requests_destroy(sib_worker_t *w);
 

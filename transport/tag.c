@@ -488,9 +488,6 @@ void sib_deliver(sib_worker_t *w, struct sib_ep *src, const struct sib_hdr *h,
 		 uint8_t *payload, size_t len, uint32_t cls, uint32_t idx,
 		 bool *keep)
 {
-	struct sib_mq_recv *mr;
-	struct sib_message *m;
-
 	(void)cls;
 	(void)idx;
 	if (h->type >= SIB_MSG_RTS) {   /* rendezvous control: rndv.c */
@@ -509,22 +506,32 @@ void sib_deliver(sib_worker_t *w, struct sib_ep *src, const struct sib_hdr *h,
 			      len - hl) == SIB_INPROGRESS;
 		return;
 	}
-	mr = sib_mq_arrive_fast(&w->mq, src->id, h->ctx, h->tag);
+	sib_deliver_tag(w, src->id, h->ctx, h->tag, payload, len);
+}
+
+/* A tagged message: into the oldest matching posted receive (one copy,
+ * from the receive buffer straight into the user's), or copied out to
+ * the unexpected queue so that the SRQ buffer goes back at once. */
+void sib_deliver_tag(sib_worker_t *w, uint32_t src, uint32_t ctx, uint64_t tag,
+		     const uint8_t *payload, size_t len)
+{
+	struct sib_mq_recv *mr = sib_mq_arrive_fast(&w->mq, src, ctx, tag);
+	struct sib_message *m;
+
 	if (mr) {
 		recv_finish(w, SIB_CONTAINER(mr, struct sib_request, mrecv),
-			    src->id, h->ctx, h->tag, payload, len);
+			    src, ctx, tag, payload, len);
 		return;
 	}
-	/* nobody waits: copy it out so the SRQ buffer goes back at once */
 	m = malloc(sizeof(*m) + len);
 	if (!m) {
-		sib_log("out of memory: message from %u dropped", src->id);
+		sib_log("out of memory: message from %u dropped", src);
 		return;
 	}
 	memset(&m->m, 0, sizeof(m->m));
-	m->m.tag = h->tag;
-	m->m.src = src->id;
-	m->m.ctx = h->ctx;
+	m->m.tag = tag;
+	m->m.src = src;
+	m->m.ctx = ctx;
 	m->m.len = len;
 	m->len = len;
 	m->rndv = false;
