@@ -40,10 +40,7 @@
 
 #include "sib_int.h"
 
-static uint32_t pad8(uint32_t n)
-{
-	return (n + 7u) & ~7u;
-}
+#define pad8 sib_pad8
 
 /* The bytes a batch to ep may hold: the key, the bounce slot, the
  * largest receive buffer of the peer. */
@@ -118,10 +115,8 @@ sib_status_t sib_batch_add(struct sib_ep *ep, const struct sib_hdr *h,
 {
 	sib_worker_t *w = ep->w;
 	struct sib_request *b = ep->batch, *r;
-	struct sib_bitem it;
 	size_t len = alen + blen;
-	uint32_t need = SIB_BITEM + pad8((uint32_t)len);
-	uint8_t *p;
+	uint32_t need = SIB_BITEM + pad8((uint32_t)len), lenw;
 	bool noreq;
 
 	if (len > SIB_BATCH_ITEM_MAX || !w->ctx->batch_max || ep->failed)
@@ -144,26 +139,13 @@ sib_status_t sib_batch_add(struct sib_ep *ep, const struct sib_hdr *h,
 	r = noreq ? NULL : batched_req(w, ep, op);
 	if (!r && !noreq)
 		return SIB_ERR_NO_MEMORY;
-	it.len = (uint32_t)len | (uint32_t)(len <= w->short_lim ? SIB_PROTO_SHORT :
-					    SIB_PROTO_EAGER) << 24;
-	if (h->type == SIB_MSG_AM) {   /* header length, handler id */
-		it.len |= SIB_BITEM_AM;
-		it.ctx = h->ctx;
-		it.tag = h->am_id;
-	} else {
-		it.ctx = h->ctx;
-		it.tag = h->tag;
-	}
-	p = b->data + b->wire_len;
-	memcpy(p, &it, SIB_BITEM);
-	sib_copy(p + SIB_BITEM, a, alen);
-	if (blen)
-		sib_copy(p + SIB_BITEM + alen, bp, blen);
-	b->wire_len += need;
-	b->nitems++;
-	w->c.tx_batched++;
-	w->c.tx_msgs[SIB_BITEM_PROTO(it.len)]++;
-	w->c.tx_bytes[SIB_BITEM_PROTO(it.len)] += len;
+	lenw = (uint32_t)len | (uint32_t)(len <= w->short_lim ? SIB_PROTO_SHORT :
+					  SIB_PROTO_EAGER) << 24;
+	if (h->type == SIB_MSG_AM)     /* header length, handler id */
+		sib_batch_item(w, b, lenw | SIB_BITEM_AM, h->ctx, h->am_id,
+			       a, alen, bp, blen);
+	else
+		sib_batch_item(w, b, lenw, h->ctx, h->tag, a, alen, bp, blen);
 	if (noreq) {
 		*out = NULL;
 		return SIB_DONE;

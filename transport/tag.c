@@ -362,6 +362,7 @@ SIB_API sib_status_t sib_tag_send_nb(sib_ep_t *ep, const void *buf,
 				     sib_request_t **req)
 {
 	struct sib_hdr h = { .type = SIB_MSG_TAG, .ctx = ctx_id, .tag = tag };
+	struct sib_request *b;
 	sib_status_t st;
 
 	if (req)
@@ -371,9 +372,22 @@ SIB_API sib_status_t sib_tag_send_nb(sib_ep_t *ep, const void *buf,
 	if (op && (op->flags & SIB_OP_IOV))
 		return sib_tag_send_iov(ep, buf, len, tag, ctx_id, op, req);
 	sib_lock(ep->w);
+	b = ep->batch;
+	if (b && op && (op->flags & SIB_OP_NOREQ) && !op->send_cb &&
+	    len <= SIB_BATCH_ITEM_MAX &&
+	    b->wire_len + SIB_BITEM + sib_pad8((uint32_t)len) <= b->len) {
+		/* the burst's fast path: a batch open (so its endpoint is
+		 * up and batching on), room in it, and nothing to give back */
+		sib_batch_item(ep->w, b, (uint32_t)len |
+			       (uint32_t)(len <= ep->w->short_lim ?
+					  SIB_PROTO_SHORT : SIB_PROTO_EAGER) << 24,
+			       ctx_id, tag, buf, len, NULL, 0);
+		sib_unlock(ep->w);
+		return SIB_DONE;
+	}
 	/* a batch open: straight into it (sib_send_start would get there) */
-	st = ep->batch ? sib_batch_add(ep, &h, buf, len, NULL, 0, op, req) :
-			 SIB_INPROGRESS;
+	st = b ? sib_batch_add(ep, &h, buf, len, NULL, 0, op, req) :
+		 SIB_INPROGRESS;
 	if (st == SIB_INPROGRESS)
 		st = sib_send_start(ep, &h, buf, len, NULL, 0, op, req);
 	if (st == SIB_OK) {
