@@ -84,17 +84,22 @@ static bool req_done(sib_request_t *r)
 /* A wait on a send already complete (copied, maybe batched) is the
  * application saying it waits: open batches go (batch.c). A test is not
  * (a loop of send-and-test would send every message alone). */
-static void batches_go(sib_worker_t *w)
+static void __attribute__((noinline)) batches_close_locked(sib_worker_t *w)
 {
-	/* single thread: only this thread (never the connection thread)
-	 * opens or closes batches, so the peek is exact; SIB_THREAD_MULTI
+	sib_lock(w);
+	if (w->nbatch)
+		sib_batches_close(w);
+	sib_unlock(w);
+}
+
+static inline void batches_go(sib_worker_t *w)
+{
+	/* single thread: only this thread opens batches, so the peek
+	 * is exact for the ones it opened (the connection thread may be
+	 * closing one: the lock's second look decides); SIB_THREAD_MULTI
 	 * reads it under the lock */
-	if (w->mt || w->nbatch) {
-		sib_lock(w);
-		if (w->nbatch)
-			sib_batches_close(w);
-		sib_unlock(w);
-	}
+	if (w->mt || w->nbatch)
+		batches_close_locked(w);
 }
 
 SIB_API sib_status_t sib_request_test(sib_request_t *r, struct sib_tag_status *st)
@@ -119,15 +124,12 @@ SIB_API sib_status_t sib_request_test(sib_request_t *r, struct sib_tag_status *s
  * intra-host round trip on a loaded machine (docs/transport.md).
  */
 
-SIB_API sib_status_t sib_request_wait(sib_request_t *r, struct sib_tag_status *st)
+static sib_status_t __attribute__((noinline))
+wait_poll(sib_request_t *r, struct sib_tag_status *st)
 {
 	unsigned idle = 0;
 	uint64_t since = 0;
 
-	if (!r || r->freed)
-		return SIB_ERR_INVALID_PARAM;
-	if (req_done(r))
-		batches_go(r->w);
 	while (!req_done(r)) {
 		if (sib_worker_progress(r->w) > 0 || req_done(r)) {
 			idle = 0;
@@ -144,6 +146,21 @@ SIB_API sib_status_t sib_request_wait(sib_request_t *r, struct sib_tag_status *s
 				sched_yield();
 		}
 	}
+	if (st)
+		*st = r->st;
+	return r->st.status;
+}
+
+/* The request done already (a window's receives after the first's
+ * progress took them all) costs a few loads: the polling loop is out of
+ * line. */
+SIB_API sib_status_t sib_request_wait(sib_request_t *r, struct sib_tag_status *st)
+{
+	if (!r || r->freed)
+		return SIB_ERR_INVALID_PARAM;
+	if (!req_done(r))
+		return wait_poll(r, st);
+	batches_go(r->w);
 	if (st)
 		*st = r->st;
 	return r->st.status;
