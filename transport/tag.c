@@ -554,6 +554,16 @@ void sib_deliver_tag(sib_worker_t *w, uint32_t src, uint32_t ctx, uint64_t tag,
 	w->c.unexpected++;
 }
 
+/*
+ * The connection thread's gate (async.c) only where the thread could
+ * meet what the call touches. A receive from any source touches the
+ * worker's request cache, its matching engine and its own counters, none
+ * of which the thread ever reads or writes (it never takes, completes or
+ * matches a request), so it goes without: the gate was a fifth of the
+ * call. A named source may add an endpoint to the table the thread reads
+ * (handshakes), and a rendezvous matched here posts on a send QP: those
+ * pass the gate. SIB_THREAD_MULTI's lock is taken as always.
+ */
 SIB_API sib_status_t sib_tag_recv_nb(sib_worker_t *w, void *buf, size_t len,
 				     uint32_t src, uint64_t tag, uint64_t mask,
 				     uint32_t ctx_id,
@@ -564,17 +574,20 @@ SIB_API sib_status_t sib_tag_recv_nb(sib_worker_t *w, void *buf, size_t len,
 	struct sib_mq_msg *mm;
 	struct sib_ep *ep = NULL;
 	sib_status_t st;
+	bool gate;
 
 	if (req)
 		*req = NULL;
 	if (!w || !req || (!buf && len))
 		return SIB_ERR_INVALID_PARAM;
-	sib_lock(w);
+	if (w->mt)
+		pthread_mutex_lock(&w->lock);
+	gate = w->async_on && src != SIB_ANY_SOURCE;
+	if (gate)
+		sib_gate_enter(w);
 	st = recv_req_new(w, buf, len, op, &r);
-	if (st != SIB_OK) {
-		sib_unlock(w);
-		return st;
-	}
+	if (st != SIB_OK)
+		goto out;
 	r->mrecv.tag = tag;
 	r->mrecv.mask = mask;
 	r->mrecv.src = src;
@@ -586,10 +599,15 @@ SIB_API sib_status_t sib_tag_recv_nb(sib_worker_t *w, void *buf, size_t len,
 	if (mm) {
 		struct sib_message *m = SIB_CONTAINER(mm, struct sib_message, m);
 
-		if (m->rndv)
+		if (m->rndv) {
+			if (w->async_on && !gate)
+				sib_gate_enter(w);
 			sib_rndv_matched(w, r, m);
-		else
+			if (w->async_on && !gate)
+				sib_gate_leave(w);
+		} else {
 			recv_finish(w, r, mm->src, mm->ctx, mm->tag, m->data, m->len);
+		}
 		free(m);
 	} else if (ep && ep->failed) {
 		sib_mq_cancel(&w->mq, &r->mrecv);
@@ -602,8 +620,12 @@ SIB_API sib_status_t sib_tag_recv_nb(sib_worker_t *w, void *buf, size_t len,
 		r->wild = true;
 		w->rx_wild++;
 	}
-	sib_unlock(w);
-	return SIB_OK;
+out:
+	if (gate)
+		sib_gate_leave(w);
+	if (w->mt)
+		pthread_mutex_unlock(&w->lock);
+	return st;
 }
 
 SIB_API sib_status_t sib_tag_probe_nb(sib_worker_t *w, uint32_t src,
