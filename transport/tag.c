@@ -298,7 +298,7 @@ sib_status_t sib_send_start(struct sib_ep *ep, struct sib_hdr *h,
 	cls = sib_class_for(ep, (uint32_t)(SIB_HDR + len));
 	if (cls == UINT32_MAX)
 		return SIB_ERR_MSG_TOO_LONG;   /* the peer's buffers are smaller */
-	r = sib_req_new(w, SIB_REQ_SEND, op);
+	r = sib_req_new_send(w, op);
 	if (!r)
 		return SIB_ERR_NO_MEMORY;
 	r->ep = ep;
