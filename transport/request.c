@@ -10,9 +10,9 @@
 
 #include "sib_int.h"
 
-/* Requests released are kept (up to REQ_CACHE) for the next ones: no
- * malloc and free per message. Under the worker lock, as every caller. */
-#define REQ_CACHE 1024
+/* Requests released are kept (up to SIB_REQ_CACHE, sib_int.h) for the
+ * next ones: no malloc and free per message. Under the worker lock, as
+ * every caller. */
 
 /* The cache miss of sib_req_take (sib_int.h). */
 struct sib_request *sib_req_alloc(void)
@@ -40,15 +40,9 @@ struct sib_request *sib_req_new(sib_worker_t *w, enum sib_req_kind k,
 	return r;
 }
 
-void sib_req_put(sib_worker_t *w, struct sib_request *r)
+void sib_req_free_mem(struct sib_request *r)
 {
-	if (w->nreq_cache >= REQ_CACHE) {
-		free(r);
-		return;
-	}
-	r->next_free = w->req_cache;
-	w->req_cache = r;
-	w->nreq_cache++;
+	free(r);
 }
 
 void sib_req_cache_fini(sib_worker_t *w)

@@ -561,7 +561,21 @@ SIB_LOCAL void sib_requests_destroy(sib_worker_t *w);
 SIB_LOCAL struct sib_request *sib_req_new(sib_worker_t *w, enum sib_req_kind k,
 					  const struct sib_op_params *op);
 SIB_LOCAL struct sib_request *sib_req_alloc(void);
-SIB_LOCAL void sib_req_put(sib_worker_t *w, struct sib_request *r);
+SIB_LOCAL void sib_req_free_mem(struct sib_request *r);
+
+/* A request released goes back to the worker's cache (up to this many
+ * kept), else to free; inline: once per receive and per send. */
+#define SIB_REQ_CACHE 1024
+static inline void sib_req_put(sib_worker_t *w, struct sib_request *r)
+{
+	if (__builtin_expect(w->nreq_cache >= SIB_REQ_CACHE, 0)) {
+		sib_req_free_mem(r);
+		return;
+	}
+	r->next_free = w->req_cache;
+	w->req_cache = r;
+	w->nreq_cache++;
+}
 
 /* A request from the worker's cache (or malloc), its fields as they were
  * (request.c keeps the cache; inline: once or twice per message). */
