@@ -215,7 +215,7 @@ struct sib_op_params {
  * any, carries that status.  The same for every call below that makes a
  * request.  With SIB_OP_NOREQ in op->flags such a send returns SIB_DONE
  * and no request (*req NULL): nothing to wait for or free, no call after
- * it (docs/transport.md "Sends that need no request").
+ * it (docs/transport.md "The small-message path, per call").
  * A callback (op) runs exactly once per request, from progress,
  * or from inside the starting call when it completes at once (a receive
  * whose message has already arrived).
