@@ -153,7 +153,11 @@ void sib_rx(sib_worker_t *w, struct ibv_wc *wc)
 	if (wc->byte_len < SIB_HDR)
 		goto repost;
 	memcpy(&h, p, SIB_HDR);
-	ep = sib_ep_get(w, h.src);
+	ep = w->rx_ep;
+	if (!ep || ep->id != h.src) {   /* not the last one's sender */
+		ep = sib_ep_get(w, h.src);
+		w->rx_ep = ep;
+	}
 	if (!ep || h.proto >= SIB_PROTO_MAX)
 		goto repost;
 	d = seq_diff(h.seq, ep->rx_seq);
@@ -176,7 +180,12 @@ void sib_rx(sib_worker_t *w, struct ibv_wc *wc)
 	}
 	w->c.rx_msgs[h.proto]++;
 	w->c.rx_bytes[h.proto] += wc->byte_len - SIB_HDR;
-	sib_deliver(w, ep, &h, p + SIB_HDR, wc->byte_len - SIB_HDR, cls, idx, &keep);
+	if (h.type == SIB_MSG_TAG)   /* the common one, without the dispatch */
+		sib_deliver_tag(w, ep->id, h.ctx, h.tag, p + SIB_HDR,
+				wc->byte_len - SIB_HDR);
+	else
+		sib_deliver(w, ep, &h, p + SIB_HDR, wc->byte_len - SIB_HDR,
+			    cls, idx, &keep);
 	if (keep) {
 		c->held++;
 		return;

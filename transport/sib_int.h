@@ -393,6 +393,10 @@ struct sib_worker {
 	sib_link_t tqps;
 	sib_link_t hosts, eps;
 	sib_link_t ep_hash[SIB_EP_BUCKETS];   /* eps by id: found per arrival */
+	/* the sender of the last arrival (proto.c: a ping-pong's or a
+	 * stream's next one is from it; endpoints live as long as the
+	 * worker) */
+	struct sib_ep *rx_ep;
 	/* requests released, kept for the next (no malloc per message) */
 	struct sib_request *req_cache;
 	uint32_t nreq_cache;

@@ -775,6 +775,7 @@ void sib_requests_destroy(sib_worker_t *w)
 				sib_send_finished(w, r, SIB_ERR_CANCELED);
 			}
 	}
+	w->rx_ep = NULL;
 	while (!sib_list_empty(&w->eps)) {
 		struct sib_ep *ep = SIB_CONTAINER(w->eps.next, struct sib_ep, link);
 		struct sib_mq_msg *mm;
