@@ -694,7 +694,8 @@ SIB_LOCAL uint32_t sib_class_for(const struct sib_ep *ep, uint32_t wire);
 
 /* ---- batch.c: small tagged and active messages packed into one SEND ---- */
 /* h's message (tagged or AM), its payload a then b: SIB_OK: batched (*out
- * set); SIB_INPROGRESS: send it alone; or an error */
+ * set); SIB_DONE: batched, no request (SIB_OP_NOREQ, no callback; *out
+ * NULL); SIB_INPROGRESS: send it alone; or an error */
 SIB_LOCAL sib_status_t sib_batch_add(struct sib_ep *ep, const struct sib_hdr *h,
 				     const void *a, size_t alen,
 				     const void *b, size_t blen,
