@@ -49,7 +49,7 @@ int main(int argc, char **argv)
 	sib_ep_t *ep;
 	sib_mem_t *mem;
 	sib_rkey_t *k;
-	void *addr = NULL, *blob;
+	void *addr = NULL, *blob = NULL;
 	uint64_t base, old = 0;
 	sib_status_t st;
 	char *buf;
