@@ -69,6 +69,7 @@ struct hca_link {
 	int rx_epfd;            /* fd and the peers' sockets: what to read */
 	int rx_hot;             /* the socket the poller reads first */
 	unsigned rx_polls;      /* polls since the others were looked at */
+	unsigned rx_hits;       /* polls in a row that read a datagram */
 	uint64_t rx_quiet_until; /* polls skip the sockets until then */
 	_Atomic int rx_peers;   /* peers' sockets that receive */
 	bool rx_connected;      /* they may (SOFTIB_UDP_RX_CONNECTED) */

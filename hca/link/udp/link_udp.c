@@ -536,8 +536,16 @@ static bool rx_one(struct hca_dev *dev, int fd)
  * cheapest call both when one waits and when none does). It reads the
  * socket that last had something — with one peer, that peer's socket —
  * and looks at the others every 8th poll; with several peers' sockets it
- * asks the kernel which one is ready.
+ * asks the kernel which one is ready. HCA_RX_STREAK polls in a row that
+ * find a datagram say that they come faster than this poller reads them
+ * one by one (a ping-pong makes at most two: the message, then an ACK):
+ * the poll takes all that is queued then (one recvmmsg), so a poller
+ * that polls slowly does not fall behind a stream while it keeps the
+ * socket from the progress thread (cq.c marks it as a poller every 8
+ * polls).
  */
+#define HCA_RX_STREAK 3
+
 static void rx_poll(struct hca_dev *dev)
 {
 	struct hca_link *l = &dev->link;
@@ -552,8 +560,14 @@ static void rx_poll(struct hca_dev *dev)
 		l->rx_quiet_until = 0;
 	}
 
-	if (peers <= 1 && rx_one(dev, l->rx_hot))
-		return;
+	if (peers <= 1) {
+		if (rx_one(dev, l->rx_hot)) {
+			if (++l->rx_hits >= HCA_RX_STREAK)
+				rx_drain_fd(dev, l->rx_hot);
+			return;
+		}
+		l->rx_hits = 0;
+	}
 	if (!peers || (peers == 1 && (++l->rx_polls & 7)))
 		return;
 	if (epoll_wait(l->rx_epfd, &ev, 1, 0) == 1) {
