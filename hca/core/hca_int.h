@@ -240,6 +240,11 @@ struct hca_chan {
 	struct hca_cq **cqs;
 	uint32_t ncq, cqcap, next_scan;
 	struct hca_chan *next;  /* dev->chans */
+	/* the fd's O_NONBLOCK as last read, and when (chan.c chan_blocking):
+	 * any sleeper reads and writes them, relaxed — a stale value only
+	 * costs a read of the flags */
+	_Atomic uint64_t fl_ns;
+	_Atomic bool fl_nonblock;
 };
 
 /* One completion as it sits in a CQ ring. */
