@@ -263,6 +263,43 @@ static int chan_recv(struct hca_chan *ch, bool *got)
 }
 
 /*
+ * Is the channel blocking, and how long may a sleep last before its
+ * flags are read again? A blocking ibv_get_cq_event sleeps; on a channel
+ * the application made O_NONBLOCK it returns EAGAIN — and the fd's flags
+ * say which, but reading them (fcntl) was one system call of about five
+ * per round trip of an event-driven UDP ping-pong, made to learn what
+ * almost never changes. So the flags read are trusted for
+ * CHAN_FL_FRESH_NS: a sleep on a value that old at most is bounded by
+ * CHAN_FL_SLEEP_MS, after which the flags are read again (and a channel
+ * the application has made non-blocking meanwhile answers EAGAIN). A
+ * non-blocking channel is read every time (its callers poll the fd
+ * themselves; they pay what they did before). *timeout_ms: the bound on
+ * the sleep (-1: none, the flags were read just now).
+ */
+#define CHAN_FL_FRESH_NS 1000000ULL
+#define CHAN_FL_SLEEP_MS 2
+
+static bool chan_blocking(struct hca_chan *ch, int *timeout_ms)
+{
+	uint64_t now = hca_now_ns();
+	uint64_t seen = atomic_load_explicit(&ch->fl_ns, memory_order_relaxed);
+	int fl;
+
+	if (seen && now - seen < CHAN_FL_FRESH_NS &&
+	    !atomic_load_explicit(&ch->fl_nonblock, memory_order_relaxed)) {
+		*timeout_ms = CHAN_FL_SLEEP_MS;
+		return true;
+	}
+	fl = fcntl(ch->fd, F_GETFL);
+	bool nb = fl >= 0 && (fl & O_NONBLOCK);
+
+	atomic_store_explicit(&ch->fl_nonblock, nb, memory_order_relaxed);
+	atomic_store_explicit(&ch->fl_ns, now, memory_order_relaxed);
+	*timeout_ms = -1;
+	return !nb;
+}
+
+/*
  * Nothing on the channel: sleep until something comes, on the channel
  * and, when this process has QPs on the UDP link, on the link socket
  * too, so that the datagram bringing a completion wakes this thread
@@ -279,16 +316,19 @@ static int chan_sleep(struct hca_chan *ch, enum chan_state *chan_ready)
 {
 	struct hca_dev *dev = ch->ctx->dev;
 	struct pollfd p[1 + CHAN_SLEEP_LINK_FDS] = { { .fd = ch->fd, .events = POLLIN } };
-	int fl = fcntl(ch->fd, F_GETFL), rc = 0, n = 0, per[HCA_LINKS_MAX];
+	int rc = 0, n = 0, per[HCA_LINKS_MAX], timeout_ms;
 	bool link, woke = false;
 
-	if (fl >= 0 && (fl & O_NONBLOCK))
+	if (!chan_blocking(ch, &timeout_ms))
 		return *chan_ready != CHAN_EMPTY ? -1 : EAGAIN; /* hca_chan_get_event */
 	hca_progress(dev, HCA_PROGRESS_ACKS_ALL | HCA_PROGRESS_WAIT);
 	link = hca_dev_link_sleep_begin(dev);
 	if (link)
 		n = hca_progress_sleep_fds(dev, p + 1, CHAN_SLEEP_LINK_FDS, per);
-	if (poll(p, 1 + (nfds_t)n, -1) < 0)
+	/* a sleep that times out (the flags were not read this time) ends
+	 * as one that found nothing: the caller looks, reads the flags and
+	 * sleeps again */
+	if (poll(p, 1 + (nfds_t)n, timeout_ms) < 0)
 		rc = errno; /* EINTR too, as a blocking read of the channel says */
 	*chan_ready = rc || p[0].revents ? CHAN_READY : CHAN_EMPTY;
 	if (link) {

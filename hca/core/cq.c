@@ -544,8 +544,14 @@ static void poll_link(struct hca_dev *dev, struct hca_cq *cq, uint32_t k)
 	if (!atomic_load_explicit(&cq->udp_qps, memory_order_relaxed))
 		return;
 	/* the polls right after arming a CQ are the application's
-	 * last look before it sleeps: they do not make it a poller */
-	if (!(k & 63) && k - atomic_load_explicit(&dev->polls_at_arm,
+	 * last look before it sleeps: they do not make it a poller. The
+	 * mark is renewed every 8 polls: at every 64 (before 2026-11-25),
+	 * a poller on a loaded 2-core machine took longer than the thread's
+	 * grace (200 us) for 64 polls, so the thread took the socket back
+	 * and woke for datagrams (~1 context switch per round trip of an
+	 * 8 B ping-pong; docs/udp-link-performance.md). A clock read (vDSO)
+	 * is ~1 % of a poll's recvmsg. */
+	if (!(k & 7) && k - atomic_load_explicit(&dev->polls_at_arm,
 						  memory_order_relaxed) > 64) {
 		atomic_store_explicit(&dev->poll_ns, hca_now_ns(),
 				      memory_order_relaxed);

@@ -69,6 +69,7 @@ struct hca_link {
 	int rx_epfd;            /* fd and the peers' sockets: what to read */
 	int rx_hot;             /* the socket the poller reads first */
 	unsigned rx_polls;      /* polls since the others were looked at */
+	unsigned rx_hits;       /* polls in a row that read a datagram */
 	uint64_t rx_quiet_until; /* polls skip the sockets until then */
 	_Atomic int rx_peers;   /* peers' sockets that receive */
 	bool rx_connected;      /* they may (SOFTIB_UDP_RX_CONNECTED) */
@@ -239,6 +240,11 @@ struct hca_chan {
 	struct hca_cq **cqs;
 	uint32_t ncq, cqcap, next_scan;
 	struct hca_chan *next;  /* dev->chans */
+	/* the fd's O_NONBLOCK as last read, and when (chan.c chan_blocking):
+	 * any sleeper reads and writes them, relaxed — a stale value only
+	 * costs a read of the flags */
+	_Atomic uint64_t fl_ns;
+	_Atomic bool fl_nonblock;
 };
 
 /* One completion as it sits in a CQ ring. */

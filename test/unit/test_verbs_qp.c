@@ -591,6 +591,80 @@ static void test_loopback_qp_ex(void)
 	loop_free(&l);
 }
 
+struct late_send {
+	struct ibv_qp_ex *qpx;
+	int rc;
+};
+
+/* A SEND 20 ms from now: something for a blocking get_cq_event to wake to. */
+static void *late_send_thread(void *p)
+{
+	struct late_send *a = p;
+	struct timespec ts = { 0, 20 * 1000 * 1000 };
+
+	nanosleep(&ts, NULL);
+	ibv_wr_start(a->qpx);
+	a->qpx->wr_id = 11;
+	a->qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(a->qpx);
+	ibv_wr_set_inline_data(a->qpx, "late", 4);
+	a->rc = ibv_wr_complete(a->qpx);
+	return NULL;
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/*
+ * ibv_get_cq_event trusts the channel's flags it read for a millisecond
+ * (chan.c chan_blocking): a channel made non-blocking right after a
+ * blocking call slept must still answer EAGAIN on the next call, within
+ * the few milliseconds such a sleep is bounded by — not sleep until an
+ * event comes.
+ */
+static void test_chan_nonblock_after_sleep(void)
+{
+	struct loop l;
+	struct ibv_qp_ex *qpx;
+	struct late_send a;
+	struct ibv_cq *ev_cq;
+	void *ev_ctx;
+	pthread_t t;
+	uint64_t ids[2], ts[2], t0;
+	uint32_t lens[2];
+	enum ibv_wc_opcode ops[2];
+
+	CU_ASSERT_FATAL(loop_make(&l) == 0);
+	qpx = ibv_qp_to_qp_ex(l.qp);
+	CU_ASSERT_FATAL(qpx != NULL);
+	CU_ASSERT_EQUAL(post_srq_recv(&l, 200, 1024, 512), 0);
+	CU_ASSERT_EQUAL(ibv_req_notify_cq(ibv_cq_ex_to_cq(l.cq), 0), 0);
+	a = (struct late_send){ .qpx = qpx };
+	CU_ASSERT_FATAL(pthread_create(&t, NULL, late_send_thread, &a) == 0);
+	/* blocking: sleeps until the late SEND completes */
+	CU_ASSERT_EQUAL(ibv_get_cq_event(l.ch, &ev_cq, &ev_ctx), 0);
+	pthread_join(t, NULL);
+	CU_ASSERT_EQUAL(a.rc, 0);
+	ibv_ack_cq_events(ev_cq, 1);
+	CU_ASSERT_EQUAL(poll_ex(l.cq, 2, ids, ops, lens, ts), 2);
+	/* at once non-blocking, armed, nothing to come: EAGAIN, promptly */
+	int fl = fcntl(l.ch->fd, F_GETFL);
+	CU_ASSERT_EQUAL(fcntl(l.ch->fd, F_SETFL, fl | O_NONBLOCK), 0);
+	CU_ASSERT_EQUAL(ibv_req_notify_cq(ibv_cq_ex_to_cq(l.cq), 0), 0);
+	t0 = mono_ms();
+	errno = 0;
+	CU_ASSERT_EQUAL(ibv_get_cq_event(l.ch, &ev_cq, &ev_ctx), -1);
+	CU_ASSERT_EQUAL(errno, EAGAIN);
+	CU_ASSERT(mono_ms() - t0 < 1000);
+	CU_ASSERT_EQUAL(fcntl(l.ch->fd, F_SETFL, fl), 0);
+	loop_free(&l);
+}
+
 struct destroy_arg {
 	struct ibv_srq *srq;
 	volatile int done;
@@ -676,6 +750,8 @@ static int add_suites(void)
 	    !CU_add_test(s, "AH and AH from a completion", test_ah) ||
 	    !CU_add_test(s, "unsupported features refused", test_unsupported) ||
 	    !CU_add_test(s, "loopback through qp_ex and cq_ex", test_loopback_qp_ex) ||
+	    !CU_add_test(s, "channel made non-blocking after a sleep: EAGAIN",
+			 test_chan_nonblock_after_sleep) ||
 	    !CU_add_test(s, "SRQ limit event and destroy waiting for ack",
 			 test_srq_limit_event))
 		return -1;

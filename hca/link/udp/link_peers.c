@@ -87,6 +87,13 @@ long hca_sys_recvmsg(int fd, struct msghdr *mh)
 	return syscall(SYS_recvmsg, fd, mh, MSG_DONTWAIT);
 }
 
+long hca_sys_recvfrom(int fd, void *p, size_t len, struct sockaddr_in *from)
+{
+	socklen_t fl = sizeof(*from);
+
+	return syscall(SYS_recvfrom, fd, p, len, MSG_DONTWAIT, from, &fl);
+}
+
 static long sys_sendmmsg(int fd, struct mmsghdr *mm, unsigned n)
 {
 	return syscall(SYS_sendmmsg, fd, mm, n, MSG_DONTWAIT);
@@ -108,6 +115,13 @@ long hca_sys_send(int fd, const void *p, size_t len)
 long hca_sys_recvmsg(int fd, struct msghdr *mh)
 {
 	return recvmsg(fd, mh, MSG_DONTWAIT);
+}
+
+long hca_sys_recvfrom(int fd, void *p, size_t len, struct sockaddr_in *from)
+{
+	socklen_t fl = sizeof(*from);
+
+	return recvfrom(fd, p, len, MSG_DONTWAIT, (struct sockaddr *)from, &fl);
 }
 
 static long sys_sendmmsg(int fd, struct mmsghdr *mm, unsigned n)

@@ -59,6 +59,7 @@ int hca_link_peer_send2(int fd, const uint8_t *p, size_t len, const uint8_t *p2,
 struct sockaddr_in;
 long hca_sys_send(int fd, const void *p, size_t len);
 long hca_sys_recvmsg(int fd, struct msghdr *mh);
+long hca_sys_recvfrom(int fd, void *p, size_t len, struct sockaddr_in *from);
 void hca_link_peers_close(struct hca_link *l);
 
 /* A run of equal packets for one peer, sent as one UDP GSO buffer
