@@ -182,38 +182,71 @@ static void assign_psns(struct hca_qp *qp, struct hca_swqe *w)
 }
 
 /*
- * A lone packet (most small messages) goes straight from pkt, not through
- * the GSO buffer; and the ACK this QP's responder owes its peer, when it
- * is due enough to ride (udp_ack.c: asked for, owed for a while, or the
- * application sleeps for completions), goes in the same system call
- * (sendmmsg), behind it: the peer's poll finds the request first, and
- * the ACK costs no call of its own. One not yet due stays owed, to cover
- * the messages that follow: a datagram less per message. Without one of
- * its own to carry, the packet carries the ACK another QP owes the same
- * host (an XRC receive QP's, which sends nothing itself: udp_ack.c).
+ * The ACK that may ride with a packet of this QP to its peer host, into
+ * ack (its header bytes returned, 0: none), and where it goes (*adaddr):
+ * this QP's own, when it is due enough to ride (udp_ack.c: asked for,
+ * owed for a while, or the application sleeps for completions), else the
+ * one another QP owes that host (an XRC receive QP's, which sends
+ * nothing itself). One not yet due stays owed, to cover the messages
+ * that follow: a datagram less per message.
  */
-static void send_one(struct hca_qp *qp, uint8_t *pkt, size_t hl, size_t plen)
+static size_t ride_ack(struct hca_qp *qp, uint8_t *ack, size_t cap, uint32_t *adaddr)
 {
 	struct hca_wire_hdr ah;
-	uint32_t adaddr = qp->udp_daddr;
-	uint8_t ack[128];
-	size_t ahl;
 
-	if (hca_udp_ack_rides(qp) && hca_udp_ack_take(qp, false, &ah, &adaddr)) {
+	*adaddr = qp->udp_daddr;
+	if (hca_udp_ack_rides(qp) && hca_udp_ack_take(qp, false, &ah, adaddr)) {
 		ah.pkey = HCA_DEFAULT_PKEY;
 		ah.dqpn = qp->attr->dest_qp_num;
 		HCA_COUNT(qp->ent, tx_pkts);
 	} else if (!hca_udp_ack_take_host(qp, qp->udp_daddr, &ah)) {
-		/* nor one of another QP to that host (an XRC receive QP's) */
-		hca_link_send(qp->dev, qp->udp_daddr, pkt, hl, plen);
-		return;
+		return 0;
 	}
-	ahl = hca_wire_put_hdrs(ack, sizeof(ack), &ah, 0);
+	return hca_wire_put_hdrs(ack, cap, &ah, 0);
+}
+
+/*
+ * A lone packet (most small messages) goes straight from pkt, not through
+ * the GSO buffer, with the ACK that rides (ride_ack) in the same system
+ * call (sendmmsg), behind it: the peer's poll finds the request first,
+ * and the ACK costs no call of its own.
+ */
+static void send_one(struct hca_qp *qp, uint8_t *pkt, size_t hl, size_t plen)
+{
+	uint32_t adaddr;
+	uint8_t ack[128];
+	size_t ahl = ride_ack(qp, ack, sizeof(ack), &adaddr);
+
 	if (ahl && adaddr == qp->udp_daddr) {
 		hca_link_send_pair(qp->dev, qp->udp_daddr, pkt, hl, plen, ack, ahl);
 		return;
 	}
 	hca_link_send(qp->dev, qp->udp_daddr, pkt, hl, plen);
+	if (ahl)
+		hca_link_send(qp->dev, adaddr, ack, ahl, 0);
+}
+
+/*
+ * The end of a run of packets (a message longer than the path MTU, or
+ * several): the ACK that rides goes in the same system call too
+ * (link_gso.c), as with a lone packet — the reply of a ping-pong of
+ * 1 KiB and more carries the ACK its request asked for, instead of the
+ * responder sending it alone.
+ */
+static void send_run_end(struct hca_qp *qp, struct hca_link_batch *b)
+{
+	uint32_t adaddr;
+	uint8_t ack[128];
+	size_t ahl;
+
+	if (!b->n)
+		return;
+	ahl = ride_ack(qp, ack, sizeof(ack), &adaddr);
+	if (ahl && adaddr == b->daddr) {
+		hca_link_batch_flush_ack(qp->dev, b, ack, ahl);
+		return;
+	}
+	hca_link_batch_flush(qp->dev, b);
 	if (ahl)
 		hca_link_send(qp->dev, adaddr, ack, ahl, 0);
 }
@@ -332,7 +365,7 @@ static enum ibv_wc_status packetize(struct hca_qp *qp, struct hca_swqe *w,
 		else
 			hca_link_batch_add(qp->dev, &batch, qp->udp_daddr, pkt, hl, plen);
 	}
-	hca_link_batch_flush(qp->dev, &batch);
+	send_run_end(qp, &batch);
 	if (!capture_only && w->wr.opcode == IBV_WR_RDMA_READ) {
 		/* asked in full: the WQEs after it may go */
 		w->sent = w->rd_asked == w->npkts ? 1 : 0;
