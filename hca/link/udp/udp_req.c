@@ -4,8 +4,8 @@
  * connection, with its timers.
  *
  * Each WQE gets its PSNs when first sent (a READ takes one per response
- * packet, as the spec counts them). Up to HCA_UDP_WINDOW packets are in
- * flight. ACKs complete WQEs in order; READ and atomic WQEs complete when
+ * packet, as the spec counts them). Up to a window of packets are in
+ * flight (hca_udp_window_max). ACKs complete WQEs in order; READ and atomic WQEs complete when
  * their response has arrived whole. A NAK for a sequence error, an RNR
  * NAK (after its timer) or the ACK timeout (4.096 us * 2^timeout) rewinds
  * to the oldest unacknowledged WQE and sends again from it (go-back-N):
@@ -409,6 +409,26 @@ static uint32_t rd_atomic_in_flight(struct hca_qp *qp)
 }
 
 /*
+ * The window's ceiling: HCA_UDP_WINDOW packets, or 1 MiB's worth where
+ * the path MTU is smaller (1024-byte packets on a 1500-byte Ethernet:
+ * 1024 of them). A window is what the sender may push before the
+ * receiving process has run; on a machine where the peer process waits
+ * its turn for a CPU, each window more that a message needs is one more
+ * wait for it — a 1 MiB READ over 256 packets of 1 KiB was asked in 5-8
+ * parts, each answered only when the responder was scheduled again
+ * (docs/udp-link-performance.md, "Across hosts, 1 KiB - 1 MiB"). 1 MiB
+ * in flight stays far inside the receiver's socket buffer (HCA_UDP_RCVBUF).
+ */
+uint32_t hca_udp_window_max(struct hca_qp *qp)
+{
+	uint32_t mtu = hca_path_mtu_bytes(qp), w = mtu ? HCA_UDP_WINDOW_BYTES / mtu : 0;
+
+	if (w < HCA_UDP_WINDOW)
+		w = HCA_UDP_WINDOW;
+	return w > HCA_UDP_WINDOW_MAX ? HCA_UDP_WINDOW_MAX : w;
+}
+
+/*
  * The window adapts to loss, as TCP's does: halved by each go-back (a NAK
  * or a timeout), grown by one per acknowledged advance. Go-back-N resends
  * all that is in flight after a loss, so on a lossy path a smaller window
@@ -416,8 +436,10 @@ static uint32_t rd_atomic_in_flight(struct hca_qp *qp)
  */
 uint32_t hca_udp_window(struct hca_qp *qp)
 {
-	if (qp->cwnd < HCA_UDP_WINDOW_MIN || qp->cwnd > HCA_UDP_WINDOW)
-		qp->cwnd = HCA_UDP_WINDOW;
+	uint32_t max = hca_udp_window_max(qp);
+
+	if (qp->cwnd < HCA_UDP_WINDOW_MIN || qp->cwnd > max)
+		qp->cwnd = max;
 	return qp->cwnd;
 }
 
