@@ -532,17 +532,17 @@ static void test_udp_read_windowed(void)
 }
 
 /*
- * UC over the UDP link past one send window (256 packets): nothing is
- * ACKed on UC, and the requester once counted every packet sent as in
- * flight for good, so the QP stopped sending after a window's worth (256
- * one-packet messages, 64 of 4 packets, a quarter of a 1 MiB message).
- * Here: 40 rounds of 8 messages of 4 KiB (4 packets each at MTU 1024),
- * then one message of 512 KiB (512 packets, two windows in one WQE);
- * every byte checked.
+ * UC over the UDP link past one send window (256 packets then, 1,024 at
+ * MTU 1024 now): nothing is ACKed on UC, and the requester once counted
+ * every packet sent as in flight for good, so the QP stopped sending
+ * after a window's worth (256 one-packet messages, 64 of 4 packets, a
+ * quarter of a 1 MiB message). Here: 40 rounds of 8 messages of 4 KiB
+ * (4 packets each at MTU 1024: 1,280 packets), then one message of 2 MiB
+ * (2,048 packets, two windows in one WQE); every byte checked.
  */
 static void test_udp_uc_past_window(void)
 {
-	const uint32_t len = 4096, per = 8, rounds = 40, big = 512 << 10;
+	const uint32_t len = 4096, per = 8, rounds = 40, big = BUF_LEN / 2;
 	struct ibv_wc wc[2 * 8];
 	uint32_t got_send = 0, got_recv = 0;
 
