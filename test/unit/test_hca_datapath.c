@@ -497,7 +497,7 @@ static void test_udp_write_buffer_shrinks(void)
 
 /*
  * A READ over the UDP link larger than the send window (2 MiB at a 1 KiB
- * MTU: 2,048 responses; the window is 1 MiB's worth, 1,024 packets) is
+ * MTU: 2,048 responses; the window is 512 KiB's worth, 512 packets) is
  * asked for a window at a time: the responder never has more of its
  * responses in flight than the window, and the data arrive whole.
  */
@@ -532,13 +532,13 @@ static void test_udp_read_windowed(void)
 }
 
 /*
- * UC over the UDP link past one send window (256 packets then, 1,024 at
+ * UC over the UDP link past one send window (256 packets then, 512 at
  * MTU 1024 now): nothing is ACKed on UC, and the requester once counted
  * every packet sent as in flight for good, so the QP stopped sending
  * after a window's worth (256 one-packet messages, 64 of 4 packets, a
  * quarter of a 1 MiB message). Here: 40 rounds of 8 messages of 4 KiB
  * (4 packets each at MTU 1024: 1,280 packets), then one message of 2 MiB
- * (2,048 packets, two windows in one WQE); every byte checked.
+ * (2,048 packets, four windows in one WQE); every byte checked.
  */
 static void test_udp_uc_past_window(void)
 {

@@ -409,15 +409,17 @@ static uint32_t rd_atomic_in_flight(struct hca_qp *qp)
 }
 
 /*
- * The window's ceiling: HCA_UDP_WINDOW packets, or 1 MiB's worth where
+ * The window's ceiling: HCA_UDP_WINDOW packets, or 512 KiB's worth where
  * the path MTU is smaller (1024-byte packets on a 1500-byte Ethernet:
- * 1024 of them). A window is what the sender may push before the
+ * 512 of them). A window is what the sender may push before the
  * receiving process has run; on a machine where the peer process waits
  * its turn for a CPU, each window more that a message needs is one more
  * wait for it — a 1 MiB READ over 256 packets of 1 KiB was asked in 5-8
  * parts, each answered only when the responder was scheduled again
- * (docs/udp-link-performance.md, "Across hosts, 1 KiB - 1 MiB"). 1 MiB
- * in flight stays far inside the receiver's socket buffer (HCA_UDP_RCVBUF).
+ * (docs/udp-link-performance.md, "Across hosts, 1 KiB - 1 MiB"). Not
+ * more: go-back-N resends up to a window at each spurious timeout, and
+ * with 1 MiB (1,024 packets) test_hca_datapath's 2 MiB READ under TSan
+ * never completed (retries exhausted, 3 runs of 3), with 512 KiB it did.
  */
 uint32_t hca_udp_window_max(struct hca_qp *qp)
 {

@@ -8,8 +8,8 @@
 #include "hca_int.h"
 
 #define HCA_UDP_WINDOW 256          /* packets in flight per QP, at most, ... */
-#define HCA_UDP_WINDOW_BYTES (1u << 20) /* ... or this many bytes' worth */
-#define HCA_UDP_WINDOW_MAX 1024     /* (1 MiB of 1024-byte packets) */
+#define HCA_UDP_WINDOW_BYTES (512u << 10) /* ... or this many bytes' worth */
+#define HCA_UDP_WINDOW_MAX 512      /* (512 KiB of 1024-byte packets) */
 #define HCA_UDP_WINDOW_MIN 8        /* ... and at least, after losses */
 #define HCA_NAK_STALL_MAX 64        /* go-backs and NAKs in a row without progress */
 #define HCA_PROBE_MIN_NS 200000ULL  /* the shortest early go-back wait */
