@@ -3,7 +3,7 @@
 # command: osu-style tables, ratios, and a PNG plot per benchmark.
 #
 #   sudo bench/mpi_vs.sh [-b "BENCHES"] [-T "TRANSPORTS"] [-S "SETTINGS"]
-#                        [-r REPS] [-q] [-o DIR] [-P]
+#                        [-r REPS] [-q] [-o DIR] [-P] [-U MTU]
 #
 # Benchmarks (-b, build/bin/mpi_osu -t ...; default all):
 #   lat bw bibw mr allreduce alltoall put_lat
@@ -21,6 +21,9 @@
 #   2hosts  raw UDP between the same two hosts (build/bin/udp_raw): the
 #           ping-pong's median for lat and put_lat, the stream (datagrams
 #           of softib's payload at the veth's MTU, 1024 B) for bw
+# -U MTU sets the namespace hosts' veth MTU (default the kernel's 1500;
+# at 9000 softib's path MTU is 4096 B instead of 1024, and the raw UDP
+# stream's datagrams carry that payload; every transport runs on it).
 # Latencies are medians of the iterations (mpi_osu -M); bandwidths means.
 # With -r REPS each figure is the median over REPS runs. -q is quick:
 # sizes to 1 MiB, a quarter of the iterations (the demo's setting).
@@ -43,7 +46,7 @@ TRANSPORTS="softib vader tcp"
 [ "${SOFTIB_MPI_BTL:-1}" = 0 ] && TRANSPORTS="vader tcp"
 SETTINGS="1host 2hosts"
 REPS=1 QUICK=0 OUT=$ROOT/build/bench/mpi_vs PLOT_ONLY=0
-while getopts "b:T:S:r:qo:Ph" opt; do
+while getopts "b:T:S:r:qo:PU:h" opt; do
 	case $opt in
 	b) BENCHES=$OPTARG ;;
 	T) TRANSPORTS=$OPTARG ;;
@@ -52,6 +55,7 @@ while getopts "b:T:S:r:qo:Ph" opt; do
 	q) QUICK=1 ;;
 	o) OUT=$OPTARG ;;
 	P) PLOT_ONLY=1 ;;
+	U) export HOSTS_MTU=$OPTARG ;;
 	*) sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2 ;;
 	esac
 done
@@ -171,6 +175,15 @@ udp_pair() { # udp_pair ARGS...: server on host 1, client on host 2
 	wait "$spid" || rc=1
 	return "$rc"
 }
+# softib's payload per packet at the hosts' MTU: the largest IB MTU that
+# fits with the RoCE headers (IP 20, UDP 8, BTH 12, ICRC 4, and room)
+udp_payload() {
+	local m=${HOSTS_MTU:-1500}
+	if [ "$m" -ge 4200 ]; then echo 4096
+	elif [ "$m" -ge 2100 ]; then echo 2048
+	else echo 1024
+	fi
+}
 floor_udp() {
 	local s n
 	[ -x "$RAW" ] || return 0
@@ -184,7 +197,7 @@ floor_udp() {
 	for s in 4096 16384 65536 262144 1048576 4194304; do
 		[ "$QUICK" = 1 ] && [ "$s" -gt 1048576 ] && continue
 		n=$((64 * 1048576 / s))
-		udp_pair -t bw -m "$s" -n "$n" -d 1024 >"$DATA/udp.bw.$s.out" 2>&1 &&
+		udp_pair -t bw -m "$s" -n "$n" -d "$(udp_payload)" >"$DATA/udp.bw.$s.out" 2>&1 &&
 			awk -v s="$s" '$1 == s { print $1, $2 }' "$DATA/udp.bw.$s.out" \
 				>>"$DATA/floor.2hosts.bw.dat"
 	done

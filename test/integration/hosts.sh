@@ -26,6 +26,10 @@
 #                           120: status 124)
 #   hosts_down              remove everything hosts_up made (idempotent)
 #
+# HOSTS_MTU (optional): the veths' and the bridge's MTU (default: the
+# kernel's, 1500). At 9000 softib's path MTU is 4096 bytes instead of
+# 1024 (docs/udp-link.md); bench/mpi_vs.sh -U sets it.
+#
 # The names start with mh<pid> (HOSTS_NAME_PREFIX<pid> when that is set:
 # a helper whose namespaces must carry its own tag): two scripts (or two
 # helpers) running at once never share a host, a bridge or a subnet.
@@ -104,7 +108,14 @@ hosts_up() {
 			hosts_down
 			return 1
 		fi
+		if [ -n "${HOSTS_MTU:-}" ] && ! { ip link set "$v" mtu "$HOSTS_MTU" &&
+			ip -n "$h" link set eth0 mtu "$HOSTS_MTU"; }; then
+			hosts_down
+			return 1
+		fi
 	done
+	# the bridge takes its ports' smallest MTU; set for an empty one too
+	[ -n "${HOSTS_MTU:-}" ] && ip link set "$HOSTS_BRIDGE" mtu "$HOSTS_MTU"
 	hosts_wait_reachable || { hosts_down; return 1; }
 }
 

@@ -13,7 +13,7 @@
 #include "hca.h"
 #include "hca_int.h"
 #include "udp_link.h" /* hca_resp_execute: a duplicate READ by hand */
-#include "udp_req.h" /* HCA_UDP_WINDOW */
+#include "udp_req.h" /* HCA_UDP_WINDOW_BYTES, _MAX */
 
 static struct hca_ah test_ah;
 static uint8_t P_timeout = 1; /* RC ACK timeout of the next pair (to_rts) */
@@ -33,7 +33,7 @@ struct pair {
 	uint32_t key;
 };
 
-#define BUF_LEN (1 << 20)
+#define BUF_LEN (4 << 20)
 
 static struct hca_qp *make_qp(struct pair *p, enum ibv_qp_type t, struct hca_srq *srq)
 {
@@ -496,14 +496,16 @@ static void test_udp_write_buffer_shrinks(void)
 }
 
 /*
- * A READ over the UDP link larger than the send window (1 MiB at a 1 KiB
- * MTU: 1,024 responses, window 256) is asked for a window at a time: the
- * responder never has more of its responses in flight than the window,
- * and the data arrive whole.
+ * A READ over the UDP link larger than the send window (2 MiB at a 1 KiB
+ * MTU: 2,048 responses; the window is 512 KiB's worth, 512 packets) is
+ * asked for a window at a time: the responder never has more of its
+ * responses in flight than the window, and the data arrive whole.
  */
 static void test_udp_read_windowed(void)
 {
-	const uint32_t len = 1u << 20, n = len / 1024;
+	const uint32_t len = BUF_LEN, n = len / 1024;
+	const uint32_t win = HCA_UDP_WINDOW_BYTES / 1024 > HCA_UDP_WINDOW_MAX ?
+			     HCA_UDP_WINDOW_MAX : HCA_UDP_WINDOW_BYTES / 1024;
 	struct ibv_wc wc;
 	uint64_t reqs, resps;
 
@@ -523,24 +525,24 @@ static void test_udp_read_windowed(void)
 	resps = atomic_load(&P.b->ent->cnt.tx_pkts);
 	CU_ASSERT(resps >= n / 2);
 	/* at least one request per window of responses */
-	CU_ASSERT(reqs >= (n / 2 + HCA_UDP_WINDOW - 1) / HCA_UDP_WINDOW);
+	CU_ASSERT(reqs >= (n / 2 + win - 1) / win);
 	printf("(%llu requests, %llu responses) ", (unsigned long long)reqs,
 	       (unsigned long long)resps);
 	pair_close();
 }
 
 /*
- * UC over the UDP link past one send window (256 packets): nothing is
- * ACKed on UC, and the requester once counted every packet sent as in
- * flight for good, so the QP stopped sending after a window's worth (256
- * one-packet messages, 64 of 4 packets, a quarter of a 1 MiB message).
- * Here: 40 rounds of 8 messages of 4 KiB (4 packets each at MTU 1024),
- * then one message of 512 KiB (512 packets, two windows in one WQE);
- * every byte checked.
+ * UC over the UDP link past one send window (256 packets then, 512 at
+ * MTU 1024 now): nothing is ACKed on UC, and the requester once counted
+ * every packet sent as in flight for good, so the QP stopped sending
+ * after a window's worth (256 one-packet messages, 64 of 4 packets, a
+ * quarter of a 1 MiB message). Here: 40 rounds of 8 messages of 4 KiB
+ * (4 packets each at MTU 1024: 1,280 packets), then one message of 2 MiB
+ * (2,048 packets, four windows in one WQE); every byte checked.
  */
 static void test_udp_uc_past_window(void)
 {
-	const uint32_t len = 4096, per = 8, rounds = 40, big = 512 << 10;
+	const uint32_t len = 4096, per = 8, rounds = 40, big = BUF_LEN / 2;
 	struct ibv_wc wc[2 * 8];
 	uint32_t got_send = 0, got_recv = 0;
 

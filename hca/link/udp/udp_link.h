@@ -62,12 +62,14 @@ long hca_sys_recvmsg(int fd, struct msghdr *mh);
 long hca_sys_recvfrom(int fd, void *p, size_t len, struct sockaddr_in *from);
 void hca_link_peers_close(struct hca_link *l);
 
-/* A run of equal packets for one peer, sent as one UDP GSO buffer
- * (link_gso.c); its bytes live in a per-thread buffer until flushed. */
+/* A run of equal packets for one peer, the last one perhaps shorter,
+ * sent as one UDP GSO buffer (link_gso.c); its bytes live in a
+ * per-thread buffer until flushed. */
 struct hca_link_batch {
 	uint32_t daddr;
 	uint16_t dport;
-	size_t seg;
+	size_t seg;             /* every packet's size but the last's */
+	size_t len;             /* the run's bytes */
 	int n;
 };
 size_t hca_link_seal(struct hca_dev *dev, uint32_t daddr, uint8_t *pkt, size_t hdr_len,
@@ -77,6 +79,8 @@ void hca_link_send_sealed(struct hca_dev *dev, uint32_t daddr, uint16_t dport,
 void hca_link_batch_add(struct hca_dev *dev, struct hca_link_batch *b, uint32_t daddr,
 			uint8_t *pkt, size_t hdr_len, size_t plen);
 void hca_link_batch_flush(struct hca_dev *dev, struct hca_link_batch *b);
+void hca_link_batch_flush_ack(struct hca_dev *dev, struct hca_link_batch *b,
+			      uint8_t *ack, size_t hdr_len);
 enum hca_resp_status hca_udp_send_ud(struct hca_qp *qp, struct hca_swqe *w,
 				     struct hca_msg *m, uint32_t daddr);
 void hca_udp_path_set(struct hca_qp *qp);

@@ -4,8 +4,8 @@
  * connection, with its timers.
  *
  * Each WQE gets its PSNs when first sent (a READ takes one per response
- * packet, as the spec counts them). Up to HCA_UDP_WINDOW packets are in
- * flight. ACKs complete WQEs in order; READ and atomic WQEs complete when
+ * packet, as the spec counts them). Up to a window of packets are in
+ * flight (hca_udp_window_max). ACKs complete WQEs in order; READ and atomic WQEs complete when
  * their response has arrived whole. A NAK for a sequence error, an RNR
  * NAK (after its timer) or the ACK timeout (4.096 us * 2^timeout) rewinds
  * to the oldest unacknowledged WQE and sends again from it (go-back-N):
@@ -182,38 +182,71 @@ static void assign_psns(struct hca_qp *qp, struct hca_swqe *w)
 }
 
 /*
- * A lone packet (most small messages) goes straight from pkt, not through
- * the GSO buffer; and the ACK this QP's responder owes its peer, when it
- * is due enough to ride (udp_ack.c: asked for, owed for a while, or the
- * application sleeps for completions), goes in the same system call
- * (sendmmsg), behind it: the peer's poll finds the request first, and
- * the ACK costs no call of its own. One not yet due stays owed, to cover
- * the messages that follow: a datagram less per message. Without one of
- * its own to carry, the packet carries the ACK another QP owes the same
- * host (an XRC receive QP's, which sends nothing itself: udp_ack.c).
+ * The ACK that may ride with a packet of this QP to its peer host, into
+ * ack (its header bytes returned, 0: none), and where it goes (*adaddr):
+ * this QP's own, when it is due enough to ride (udp_ack.c: asked for,
+ * owed for a while, or the application sleeps for completions), else the
+ * one another QP owes that host (an XRC receive QP's, which sends
+ * nothing itself). One not yet due stays owed, to cover the messages
+ * that follow: a datagram less per message.
  */
-static void send_one(struct hca_qp *qp, uint8_t *pkt, size_t hl, size_t plen)
+static size_t ride_ack(struct hca_qp *qp, uint8_t *ack, size_t cap, uint32_t *adaddr)
 {
 	struct hca_wire_hdr ah;
-	uint32_t adaddr = qp->udp_daddr;
-	uint8_t ack[128];
-	size_t ahl;
 
-	if (hca_udp_ack_rides(qp) && hca_udp_ack_take(qp, false, &ah, &adaddr)) {
+	*adaddr = qp->udp_daddr;
+	if (hca_udp_ack_rides(qp) && hca_udp_ack_take(qp, false, &ah, adaddr)) {
 		ah.pkey = HCA_DEFAULT_PKEY;
 		ah.dqpn = qp->attr->dest_qp_num;
 		HCA_COUNT(qp->ent, tx_pkts);
 	} else if (!hca_udp_ack_take_host(qp, qp->udp_daddr, &ah)) {
-		/* nor one of another QP to that host (an XRC receive QP's) */
-		hca_link_send(qp->dev, qp->udp_daddr, pkt, hl, plen);
-		return;
+		return 0;
 	}
-	ahl = hca_wire_put_hdrs(ack, sizeof(ack), &ah, 0);
+	return hca_wire_put_hdrs(ack, cap, &ah, 0);
+}
+
+/*
+ * A lone packet (most small messages) goes straight from pkt, not through
+ * the GSO buffer, with the ACK that rides (ride_ack) in the same system
+ * call (sendmmsg), behind it: the peer's poll finds the request first,
+ * and the ACK costs no call of its own.
+ */
+static void send_one(struct hca_qp *qp, uint8_t *pkt, size_t hl, size_t plen)
+{
+	uint32_t adaddr;
+	uint8_t ack[128];
+	size_t ahl = ride_ack(qp, ack, sizeof(ack), &adaddr);
+
 	if (ahl && adaddr == qp->udp_daddr) {
 		hca_link_send_pair(qp->dev, qp->udp_daddr, pkt, hl, plen, ack, ahl);
 		return;
 	}
 	hca_link_send(qp->dev, qp->udp_daddr, pkt, hl, plen);
+	if (ahl)
+		hca_link_send(qp->dev, adaddr, ack, ahl, 0);
+}
+
+/*
+ * The end of a run of packets (a message longer than the path MTU, or
+ * several): the ACK that rides goes in the same system call too
+ * (link_gso.c), as with a lone packet — the reply of a ping-pong of
+ * 1 KiB and more carries the ACK its request asked for, instead of the
+ * responder sending it alone.
+ */
+static void send_run_end(struct hca_qp *qp, struct hca_link_batch *b)
+{
+	uint32_t adaddr;
+	uint8_t ack[128];
+	size_t ahl;
+
+	if (!b->n)
+		return;
+	ahl = ride_ack(qp, ack, sizeof(ack), &adaddr);
+	if (ahl && adaddr == b->daddr) {
+		hca_link_batch_flush_ack(qp->dev, b, ack, ahl);
+		return;
+	}
+	hca_link_batch_flush(qp->dev, b);
 	if (ahl)
 		hca_link_send(qp->dev, adaddr, ack, ahl, 0);
 }
@@ -332,7 +365,7 @@ static enum ibv_wc_status packetize(struct hca_qp *qp, struct hca_swqe *w,
 		else
 			hca_link_batch_add(qp->dev, &batch, qp->udp_daddr, pkt, hl, plen);
 	}
-	hca_link_batch_flush(qp->dev, &batch);
+	send_run_end(qp, &batch);
 	if (!capture_only && w->wr.opcode == IBV_WR_RDMA_READ) {
 		/* asked in full: the WQEs after it may go */
 		w->sent = w->rd_asked == w->npkts ? 1 : 0;
@@ -376,6 +409,28 @@ static uint32_t rd_atomic_in_flight(struct hca_qp *qp)
 }
 
 /*
+ * The window's ceiling: HCA_UDP_WINDOW packets, or 512 KiB's worth where
+ * the path MTU is smaller (1024-byte packets on a 1500-byte Ethernet:
+ * 512 of them). A window is what the sender may push before the
+ * receiving process has run; on a machine where the peer process waits
+ * its turn for a CPU, each window more that a message needs is one more
+ * wait for it — a 1 MiB READ over 256 packets of 1 KiB was asked in 5-8
+ * parts, each answered only when the responder was scheduled again
+ * (docs/udp-link-performance.md, "Across hosts, 1 KiB - 1 MiB"). Not
+ * more: go-back-N resends up to a window at each spurious timeout, and
+ * with 1 MiB (1,024 packets) test_hca_datapath's 2 MiB READ under TSan
+ * never completed (retries exhausted, 3 runs of 3), with 512 KiB it did.
+ */
+uint32_t hca_udp_window_max(struct hca_qp *qp)
+{
+	uint32_t mtu = hca_path_mtu_bytes(qp), w = mtu ? HCA_UDP_WINDOW_BYTES / mtu : 0;
+
+	if (w < HCA_UDP_WINDOW)
+		w = HCA_UDP_WINDOW;
+	return w > HCA_UDP_WINDOW_MAX ? HCA_UDP_WINDOW_MAX : w;
+}
+
+/*
  * The window adapts to loss, as TCP's does: halved by each go-back (a NAK
  * or a timeout), grown by one per acknowledged advance. Go-back-N resends
  * all that is in flight after a loss, so on a lossy path a smaller window
@@ -383,8 +438,10 @@ static uint32_t rd_atomic_in_flight(struct hca_qp *qp)
  */
 uint32_t hca_udp_window(struct hca_qp *qp)
 {
-	if (qp->cwnd < HCA_UDP_WINDOW_MIN || qp->cwnd > HCA_UDP_WINDOW)
-		qp->cwnd = HCA_UDP_WINDOW;
+	uint32_t max = hca_udp_window_max(qp);
+
+	if (qp->cwnd < HCA_UDP_WINDOW_MIN || qp->cwnd > max)
+		qp->cwnd = max;
 	return qp->cwnd;
 }
 

@@ -7,7 +7,9 @@
 
 #include "hca_int.h"
 
-#define HCA_UDP_WINDOW 256          /* packets in flight per QP, at most */
+#define HCA_UDP_WINDOW 256          /* packets in flight per QP, at most, ... */
+#define HCA_UDP_WINDOW_BYTES (512u << 10) /* ... or this many bytes' worth */
+#define HCA_UDP_WINDOW_MAX 512      /* (512 KiB of 1024-byte packets) */
 #define HCA_UDP_WINDOW_MIN 8        /* ... and at least, after losses */
 #define HCA_NAK_STALL_MAX 64        /* go-backs and NAKs in a row without progress */
 #define HCA_PROBE_MIN_NS 200000ULL  /* the shortest early go-back wait */
@@ -29,6 +31,7 @@ static inline uint32_t hca_udp_flight_end(const struct hca_qp *qp)
 	       w->wr.opcode == IBV_WR_RDMA_READ && w->rd_hi ? qp->sq_next + 1 : qp->sq_next;
 }
 uint32_t hca_udp_window(struct hca_qp *qp);
+uint32_t hca_udp_window_max(struct hca_qp *qp);
 void hca_udp_rewind(struct hca_qp *qp);
 void hca_udp_go_back(struct hca_qp *qp);
 bool hca_udp_stalled(struct hca_qp *qp);

@@ -142,7 +142,7 @@ static void complete_acked(struct hca_qp *qp)
  */
 static void progressed(struct hca_qp *qp, uint64_t now)
 {
-	if (hca_udp_window(qp) < HCA_UDP_WINDOW)
+	if (hca_udp_window(qp) < hca_udp_window_max(qp))
 		qp->cwnd++;
 	qp->nak_stall = 0;
 	qp->last_progress_ns = now;
