@@ -136,8 +136,12 @@ static struct hca_ring *sq_ring_new(uint32_t cap)
 /* Entries queued in both rings (a snapshot). */
 uint32_t hca_cq_count(struct hca_cq *cq)
 {
+	/* mailboxes (mbox.c): sends the receivers took are retired into the
+	 * private ring now, and a message a poll would take counts as one */
+	uint32_t mb = hca_mb_count(cq);
+
 	return hca_ring_count(atomic_load_explicit(&cq->ring, memory_order_acquire)) +
-	       hca_ring_count(atomic_load_explicit(&cq->sq_ring, memory_order_acquire));
+	       hca_ring_count(atomic_load_explicit(&cq->sq_ring, memory_order_acquire)) + mb;
 }
 
 struct hca_cq *hca_cq_create(struct hca_ctx *ctx, int cqe, struct hca_chan *chan,

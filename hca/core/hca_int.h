@@ -365,6 +365,7 @@ struct hca_cq {
 	 * at them without mb_busy (the box is segment memory, always mapped;
 	 * the position is written under mb_busy) */
 	struct hca_mbox *_Atomic mb_box[HCA_MB_PER_CQ];
+	struct hca_ring *_Atomic mb_rq[HCA_MB_PER_CQ]; /* its QP's receive ring */
 	_Atomic uint64_t mb_pos[HCA_MB_PER_CQ];
 	_Atomic int mb_nrx;           /* receive slots in use: a poll's quick skip */
 	_Atomic uint32_t mb_txp;      /* mailbox sends of its QPs not yet retired */
@@ -730,6 +731,7 @@ bool hca_mb_begin(struct hca_cq *cq, unsigned *mask);
 int hca_mb_end(struct hca_cq *cq, unsigned mask, int n, struct ibv_wc *wc, uint64_t *ts,
 	       int got);
 bool hca_mb_waiting(struct hca_cq *cq);
+uint32_t hca_mb_count(struct hca_cq *cq);
 void hca_mb_sweep(struct hca_dev *dev);
 void hca_cq_wake_at(struct hca_dev *dev, uint32_t cq_idx, bool solicited);
 void hca_cqe_to_wc(const struct hca_cqe *c, struct ibv_wc *wc);

@@ -121,6 +121,7 @@ void hca_mb_attach(struct hca_qp *qp, uint64_t mb_off)
 		} else {
 			memset(qp->mb_rx, 0, sizeof(*qp->mb_rx));
 			atomic_store(&cq->mb_pos[qp->mb_ri], 0);
+			atomic_store(&cq->mb_rq[qp->mb_ri], qp->rq);
 			atomic_store(&cq->mb_box[qp->mb_ri], qp->mb_rx);
 			atomic_fetch_add(&cq->mb_nrx, 1);
 		}
@@ -229,8 +230,13 @@ void hca_mb_retract(struct hca_qp *qp)
 /* Requester (sq_lock held): the QP errs or resets; nothing is pending. */
 void hca_mb_tx_drop(struct hca_qp *qp)
 {
+	struct hca_qp_ent *e = qp->mb_e;
+
 	if (qp->mb_n) {
-		hca_mb_retract(qp);
+		/* only while the target's entry still names the mailbox */
+		if (e && atomic_load(&e->qpn) == qp->attr->dest_qp_num &&
+		    e->mb_off == qp->mb_boff)
+			hca_mb_retract(qp);
 		atomic_fetch_sub_explicit(&qp->scq->mb_txp, qp->mb_n, memory_order_relaxed);
 		qp->mb_n = 0;
 	}
@@ -393,26 +399,51 @@ static enum mb_take mb_take(struct hca_cq *cq, int i, struct hca_qp *qp, struct 
 	return MB_GOT;
 }
 
-/* A message waits at the head of mailbox i (a peek, no lock). */
-static bool mb_ready(struct hca_cq *cq, int i)
+static void mb_reap_tx(struct hca_cq *cq, bool timed);
+
+/*
+ * A message waits at the head of mailbox i (a peek, no lock); takeable:
+ * and a poll would make a completion of it now (a receive WQE is there).
+ */
+static bool mb_ready(struct hca_cq *cq, int i, bool takeable)
 {
 	struct hca_mbox *mb = atomic_load_explicit(&cq->mb_box[i], memory_order_acquire);
+	struct hca_ring *rq;
 	uint64_t pos, w;
 
 	if (!mb)
 		return false;
 	pos = atomic_load_explicit(&cq->mb_pos[i], memory_order_relaxed);
 	w = atomic_load_explicit(&hca_mb_at(mb, pos)->word, memory_order_acquire);
-	return w >> 8 == pos && (w & 0xff) != HCA_MB_EMPTY && (w & 0xff) != HCA_MB_TAKEN;
+	if (w >> 8 != pos || (w & 0xff) == HCA_MB_EMPTY || (w & 0xff) == HCA_MB_TAKEN)
+		return false;
+	return !takeable || ((w & 0xff) == HCA_MB_READY &&
+			     (rq = atomic_load_explicit(&cq->mb_rq[i], memory_order_relaxed)) &&
+			     hca_ring_count(rq));
 }
 
-/* Any message waiting in a mailbox of cq (hca_cq_arm's last look). */
+/* A message a poll would take waits in a mailbox of cq (the arm's last look). */
 bool hca_mb_waiting(struct hca_cq *cq)
 {
 	for (int i = 0; i < HCA_MB_PER_CQ; i++)
-		if (mb_ready(cq, i))
+		if (mb_ready(cq, i, true))
 			return true;
 	return false;
+}
+
+/*
+ * For a completion channel's reader, which drops an event whose CQ holds
+ * nothing (chan.c): the mailbox sends the receivers took are retired now
+ * (their completions go to the private ring, counted there), and a
+ * message waiting counts as one.
+ */
+uint32_t hca_mb_count(struct hca_cq *cq)
+{
+	if (atomic_load_explicit(&cq->mb_txp, memory_order_relaxed) && busy_try(cq)) {
+		mb_reap_tx(cq, false);
+		busy_drop(cq);
+	}
+	return atomic_load_explicit(&cq->mb_nrx, memory_order_relaxed) && hca_mb_waiting(cq);
 }
 
 /* The requesters of cq with mailbox sends pending: retire what was taken. */
@@ -437,7 +468,7 @@ bool hca_mb_begin(struct hca_cq *cq, unsigned *mask)
 
 	if (atomic_load_explicit(&cq->mb_nrx, memory_order_relaxed))
 		for (int i = 0; i < HCA_MB_PER_CQ; i++)
-			if (mb_ready(cq, i))
+			if (mb_ready(cq, i, false))
 				m |= 1u << i;
 	*mask = m;
 	if (!m && !atomic_load_explicit(&cq->mb_txp, memory_order_relaxed))

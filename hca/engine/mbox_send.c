@@ -180,28 +180,20 @@ uint32_t hca_mb_reap(struct hca_qp *qp, bool timed)
 	struct hca_mbox *mb = qp->mb;
 	uint32_t done = 0;
 	uint64_t cons, rnr;
+	struct hca_qp_ent *e;
 
 	if (!qp->mb_n)
 		return 0;
-	if (!mb || mb_target(qp) != mb) {
-		/* the target stopped receiving, reset or went: nothing more
-		 * will be taken; the memory stays a mailbox while the entry
-		 * names it, so what is left is taken back */
-		if (mb && qp->mb_e && atomic_load(&qp->mb_e->qpn) == qp->attr->dest_qp_num &&
-		    qp->mb_e->mb_off == qp->mb_boff)
-			cons = atomic_load_explicit(&mb->cons, memory_order_acquire);
-		else
-			cons = 0, mb = NULL;
-		if (!mb) {
-			atomic_fetch_sub_explicit(&qp->scq->mb_txp, qp->mb_n,
-						  memory_order_relaxed);
-			qp->mb_n = 0;
-			qp->mb_block = qp->sq_tail;
-			return 0;
-		}
-	} else {
-		cons = atomic_load_explicit(&mb->cons, memory_order_acquire);
-	}
+	/*
+	 * The consumer index first, whatever became of the target since: a
+	 * message it took is delivered (acknowledged) even if it has been
+	 * destroyed since, as on a wire. Its block stays in the heap's
+	 * quarantine for seconds after; a value that is not between what we
+	 * saw last and what we wrote is not ours to trust.
+	 */
+	cons = atomic_load_explicit(&mb->cons, memory_order_acquire);
+	if (cons - qp->mb_cons > qp->mb_prod - qp->mb_cons)
+		cons = qp->mb_cons;
 	qp->mb_cons = cons;
 	while (qp->mb_n) {
 		struct hca_swqe *w = SQ_SLOT(qp, qp->sq_head);
@@ -229,7 +221,19 @@ uint32_t hca_mb_reap(struct hca_qp *qp, bool timed)
 		return done;
 	}
 	if (mb_target(qp) != mb) {
-		hca_mb_retract(qp); /* not receiving any more */
+		/* it stopped receiving, reset or went: nothing more will be
+		 * taken. While its entry names the mailbox, what is left is
+		 * taken back; once it does not, the memory is not a mailbox */
+		e = qp->mb_e;
+		if (e && atomic_load(&e->qpn) == qp->attr->dest_qp_num &&
+		    e->mb_off == qp->mb_boff) {
+			hca_mb_retract(qp);
+		} else {
+			atomic_fetch_sub_explicit(&qp->scq->mb_txp, qp->mb_n,
+						  memory_order_relaxed);
+			qp->mb_n = 0;
+			qp->mb_block = qp->sq_tail;
+		}
 		return done;
 	}
 	rnr = atomic_load_explicit(&mb->rnr, memory_order_acquire);
