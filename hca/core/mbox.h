@@ -12,11 +12,11 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#define HCA_MB_SLOTS 32          /* a power of two */
+#define HCA_MB_SLOTS 64          /* a power of two */
 #define HCA_MB_HEAD 24           /* a message's first slot, before its bytes */
 #define HCA_MB_FIRST (64 - HCA_MB_HEAD)
 #define HCA_MB_LIMIT (HCA_MB_FIRST + 7 * 64) /* SOFTIB_MBOX_MAX's ceiling */
-#define HCA_MB_DEFAULT 104       /* two slots: measured, docs/datapath.md */
+#define HCA_MB_DEFAULT 232       /* four slots: measured, docs/datapath.md */
 
 enum hca_mb_state { HCA_MB_EMPTY = 0, HCA_MB_READY, HCA_MB_TAKEN, HCA_MB_RETRACTED };
 #define HCA_MB_F_IMM 1u
