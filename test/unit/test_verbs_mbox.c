@@ -556,7 +556,12 @@ static void test_two_processes(void)
 
 static int suite_init(void)
 {
-	struct ibv_device **l = ibv_get_device_list(NULL);
+	struct ibv_device **l;
+
+	/* the mailbox is off by default: these tests are about it (unless
+	 * the caller says otherwise: SOFTIB_MBOX=0, SOFTIB_NO_MBOX=1) */
+	setenv("SOFTIB_MBOX", "1", 0);
+	l = ibv_get_device_list(NULL);
 
 	ctx = l && l[0] ? ibv_open_device(l[0]) : NULL;
 	ibv_free_device_list(l);
