@@ -28,6 +28,7 @@
  *    — and when none came, the CQ never signalled again.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -135,8 +136,12 @@ static struct hca_ring *sq_ring_new(uint32_t cap)
 /* Entries queued in both rings (a snapshot). */
 uint32_t hca_cq_count(struct hca_cq *cq)
 {
+	/* mailboxes (mbox.c): sends the receivers took are retired into the
+	 * private ring now, and a message a poll would take counts as one */
+	uint32_t mb = hca_mb_count(cq);
+
 	return hca_ring_count(atomic_load_explicit(&cq->ring, memory_order_acquire)) +
-	       hca_ring_count(atomic_load_explicit(&cq->sq_ring, memory_order_acquire));
+	       hca_ring_count(atomic_load_explicit(&cq->sq_ring, memory_order_acquire)) + mb;
 }
 
 struct hca_cq *hca_cq_create(struct hca_ctx *ctx, int cqe, struct hca_chan *chan,
@@ -305,6 +310,8 @@ int hca_cq_destroy(struct hca_cq *cq)
 		hca_chan_del_cq(cq->chan, cq);
 	cq_unpublish(cq->ctx->dev, cq);
 	hca_pin_wait(&cq->pin); /* a doorbell dispatch acting on it */
+	while (atomic_load(&cq->mb_busy)) /* the progress thread's sweep (mbox.c) */
+		sched_yield();
 	pthread_mutex_destroy(&cq->poll_lock);
 	for (int i = 0; i < cq->nsq_old; i++)
 		free(cq->sq_old[i]);
@@ -327,6 +334,10 @@ int hca_cq_arm(struct hca_cq *cq, int solicited_only)
 	/* store armed, then (in the caller's next poll or event read) load
 	 * the ring: see the head of this file */
 	atomic_thread_fence(memory_order_seq_cst);
+	/* a mailbox message that came before the arm, which its requester
+	 * saw unarmed (mbox.c): the event is owed now */
+	if (atomic_load_explicit(&cq->mb_nrx, memory_order_relaxed) && hca_mb_waiting(cq))
+		hca_cq_wake_at(cq->ctx->dev, cq->idx, true);
 	/* the application is going to sleep: the progress thread takes the
 	 * UDP socket now, not after a busy poller's grace */
 	if (atomic_load_explicit(&cq->ctx->dev->udp_qps, memory_order_relaxed))
@@ -371,6 +382,18 @@ static void cq_wake(struct hca_dev *dev, struct hca_cq_ent *e, uint32_t cq_idx,
 		if (atomic_exchange(&e->armed, 0) && !atomic_exchange(&e->ev_pending, 1))
 			hca_chan_signal(dev, e->owner, e->owner_gen, e->chan, cq_idx, handle);
 	}
+}
+
+/* CQ cq_idx was given work another way (a mailbox, mbox.c): wake it if armed. */
+void hca_cq_wake_at(struct hca_dev *dev, uint32_t cq_idx, bool solicited)
+{
+	struct hca_cq_ent *e = hca_cq_ent(dev, cq_idx);
+	struct hca_cqe c = { .status = IBV_WC_SUCCESS };
+	uint32_t handle;
+
+	if (!e || !e->chan || !(handle = atomic_load_explicit(&e->handle, memory_order_acquire)))
+		return;
+	cq_wake(dev, e, cq_idx, handle, &c, solicited);
 }
 
 /*
@@ -519,7 +542,7 @@ bool hca_cq_event_take(struct hca_cq *cq)
 	return atomic_exchange(&cq->ent->ev_pending, 0) != 0;
 }
 
-static void cqe_to_wc(const struct hca_cqe *c, struct ibv_wc *wc)
+void hca_cqe_to_wc(const struct hca_cqe *c, struct ibv_wc *wc)
 {
 	wc->wr_id = c->wr_id;
 	wc->status = c->status;
@@ -567,6 +590,8 @@ int hca_cq_poll(struct hca_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts)
 	uint64_t pos;
 	void *slot;
 	int got = 0;
+	unsigned mbm = 0;
+	bool mbh = false;
 
 	if (n < 0) {
 		errno = EINVAL;
@@ -585,11 +610,17 @@ int hca_cq_poll(struct hca_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts)
 	if (!(k & 15))
 		hca_progress(dev, HCA_PROGRESS_WAITING | HCA_PROGRESS_ACKS_SWEEP);
 	poll_link(dev, cq, k);
+	/* mailboxes (mbox.c): peek before the rings, consume after them, so
+	 * that what the ring path delivered before a mailbox message comes
+	 * out first; mailbox sends taken by now are retired here */
+	if (atomic_load_explicit(&cq->mb_nrx, memory_order_relaxed) ||
+	    atomic_load_explicit(&cq->mb_txp, memory_order_relaxed))
+		mbh = hca_mb_begin(cq, &mbm);
 	/* no lock: threads polling at once each pop whole entries (ring.h);
 	 * resize swaps the ring under poll_lock (see hca_cq_resize) */
 	ring = atomic_load_explicit(&cq->sq_ring, memory_order_acquire);
 	while (got < n && hca_ring_pop(ring, &c, sizeof(c)) == 0) {
-		cqe_to_wc(&c, &wc[got]);
+		hca_cqe_to_wc(&c, &wc[got]);
 		if (ts)
 			ts[got] = c.ts;
 		got++;
@@ -605,11 +636,13 @@ int hca_cq_poll(struct hca_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts)
 		hca_ring_release(ring, pos);
 		if (c.inl && c.inl != HCA_INL_EMBED)
 			hca_inl_take(dev, cq, &c);
-		cqe_to_wc(&c, &wc[got]);
+		hca_cqe_to_wc(&c, &wc[got]);
 		if (ts)
 			ts[got] = c.ts;
 		got++;
 	}
+	if (mbh)
+		got = hca_mb_end(cq, mbm, n, wc, ts, got);
 	if (!got) /* nothing new for the application: owed ACKs go now */
 		hca_progress(dev, HCA_PROGRESS_ACKS_ASKED);
 	return got;

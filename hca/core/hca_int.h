@@ -177,6 +177,7 @@ struct hca_dev {
 				     * or of one with wide slots (emb_cqs) */
 	_Atomic int emb_cqs;    /* our CQs whose slots carry payloads (cq_embed.c) */
 	uint64_t inl_swept_ns;  /* the progress thread's last sweep */
+	uint64_t mb_swept_ns;   /* ... of the mailboxes (mbox.c) */
 	/* the progress thread's one-shot watch of the link socket: whether
 	 * it is armed, and how many application threads sleep on the socket
 	 * themselves meanwhile (hca_chan_get_event), under link_watch_lock */
@@ -271,6 +272,10 @@ struct hca_cqe {
 #define HCA_INL_PROC_POOLS 64   /* pools a process may hold (32 MiB) */
 #define HCA_INL_SWEEP_NS (100ULL * 1000000ULL) /* progress-thread sweeps */
 
+/* Mailboxes per CQ (mbox.c): the first QPs made on a CQ get one. */
+#define HCA_MB_PER_CQ 4
+struct hca_mbox;
+
 struct hca_inl_iov {
 	uint64_t addr;           /* in the CQ owner's address space */
 	uint32_t len, lkey;
@@ -356,6 +361,21 @@ struct hca_cq {
 	_Atomic int pin;        /* doorbell dispatches acting on it (obj_tab.c) */
 	_Atomic int refs;       /* QPs on it */
 	_Atomic int udp_qps;    /* of them, with a UDP path: polls read the link */
+	/* mailboxes (mbox.c): the QPs whose receive mailbox this CQ's polls
+	 * scan, and those whose mailbox sends its polls retire; slots
+	 * written by create and destroy (destroy then waits out mb_busy),
+	 * read by pollers and the progress thread while they hold mb_busy */
+	struct hca_qp *_Atomic mb_rx[HCA_MB_PER_CQ];
+	struct hca_qp *_Atomic mb_tx[HCA_MB_PER_CQ];
+	/* ... each receive mailbox and its next position, as a poll peeks
+	 * at them without mb_busy (the box is segment memory, always mapped;
+	 * the position is written under mb_busy) */
+	struct hca_mbox *_Atomic mb_box[HCA_MB_PER_CQ];
+	struct hca_ring *_Atomic mb_rq[HCA_MB_PER_CQ]; /* its QP's receive ring */
+	_Atomic uint64_t mb_pos[HCA_MB_PER_CQ];
+	_Atomic int mb_nrx;           /* receive slots in use: a poll's quick skip */
+	_Atomic uint32_t mb_txp;      /* mailbox sends of its QPs not yet retired */
+	_Atomic int mb_busy;          /* one mailbox scanner at a time */
 };
 
 /* One receive WQE as it sits in an RQ or SRQ ring. */
@@ -405,6 +425,8 @@ struct hca_swqe {
 	uint64_t reask_ns;          /* when last asked again */
 	uint64_t rd_bytes;
 	uint64_t atomic_orig;
+	uint64_t mb_pos;            /* in a mailbox: its first slot's position */
+	uint32_t mb_slots;          /* ... and how many slots it took */
 };
 
 struct hca_qp {
@@ -502,6 +524,28 @@ struct hca_qp {
 	struct { uint32_t psn; uint64_t orig; bool valid; } replay[16];
 	unsigned replay_next;
 	int mcast_count;
+	/* mailbox, sender side (mbox.c; under sq_lock): the peer's mailbox
+	 * this QP writes, as bound (the entry, its offset, its epoch), our
+	 * next position and the last consumer index read; the WQEs
+	 * [sq_head, sq_head + mb_n) sit in the mailbox, none before
+	 * mb_block may go there (a retract sends them by the ring path) */
+	bool mb_tx_ok;              /* on its send CQ's list */
+	struct hca_mbox *mb;
+	struct hca_qp_ent *mb_e;
+	uint64_t mb_boff;
+	uint32_t mb_epoch;
+	uint64_t mb_prod, mb_cons;
+	uint32_t mb_n;
+	uint32_t mb_block;
+	uint32_t mb_stall;          /* reaps that saw no progress */
+	uint64_t mb_stall_ns;       /* when they began (0: not timed yet) */
+	uint64_t mb_rnr_seen;
+	bool mb_held;               /* wait_until_ns is a mailbox wait */
+	int mb_ti;                  /* its place in scq->mb_tx, or -1 */
+	/* mailbox, receiver side: ours, in the RQ's block (NULL: none), and
+	 * its place in rcq->mb_rx / mb_box / mb_pos (-1: none) */
+	struct hca_mbox *mb_rx;
+	int mb_ri;
 };
 
 #define HCA_COUNT_DROP(e, why) \
@@ -679,6 +723,24 @@ void hca_emb_take(struct hca_dev *dev, struct hca_ring *r, uint64_t pos, void *b
 void hca_emb_sweep_ring(struct hca_dev *dev, struct hca_ring *r);
 void hca_emb_restamp(void *body, uint64_t pos);
 uint64_t hca_emb_ready(uint64_t pos);
+
+/* mbox.c */
+uint32_t hca_mb_max(void);
+bool hca_mb_rx_want(struct hca_qp *qp);
+void hca_mb_attach(struct hca_qp *qp, uint64_t mb_off);
+void hca_mb_detach(struct hca_qp *qp);
+void hca_mb_open(struct hca_qp *qp);
+void hca_mb_close(struct hca_qp *qp);
+void hca_mb_retract(struct hca_qp *qp);
+void hca_mb_tx_drop(struct hca_qp *qp);
+bool hca_mb_begin(struct hca_cq *cq, unsigned *mask);
+int hca_mb_end(struct hca_cq *cq, unsigned mask, int n, struct ibv_wc *wc, uint64_t *ts,
+	       int got);
+bool hca_mb_waiting(struct hca_cq *cq);
+uint32_t hca_mb_count(struct hca_cq *cq);
+void hca_mb_sweep(struct hca_dev *dev);
+void hca_cq_wake_at(struct hca_dev *dev, uint32_t cq_idx, bool solicited);
+void hca_cqe_to_wc(const struct hca_cqe *c, struct ibv_wc *wc);
 
 /* iov.c */
 void hca_iov_copy(const struct iovec *dst, int ndst,

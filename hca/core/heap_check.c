@@ -95,7 +95,7 @@ static uint64_t ring_size(struct hca_seg *seg, uint64_t off)
 
 	if (off < seg->heap_off || off - seg->heap_off >= seg->heap_bump)
 		return 4096; /* out of the heap: reported as such */
-	return hca_ring_bytes(r->cap, r->stride - 8);
+	return hca_ring_block(r);
 }
 
 /* Every block the directory names (seg->lock held). */

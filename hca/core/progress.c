@@ -398,6 +398,7 @@ static void *progress_main(void *arg)
 
 		if (n == 0) {
 			hca_inl_sweep(dev);
+			hca_mb_sweep(dev);
 			progress_tick(dev);
 		}
 		for (int i = 0; i < n; i++) {
@@ -409,6 +410,7 @@ static void *progress_main(void *arg)
 				drain_doorbell(dev);
 			} else if (tag == 2) {
 				hca_inl_sweep(dev); /* data lands without a poll */
+				hca_mb_sweep(dev);
 				if (read(dev->timer_fd, &v, sizeof(v)) < 0)
 					continue;
 				progress_tick(dev);

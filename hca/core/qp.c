@@ -21,6 +21,7 @@
 
 #include "hca_int.h"
 #include "link_ops.h"
+#include "mbox.h"
 #include "qp_modify.h"
 
 /* O(1) and lock-free: two acquire loads (the page, the entry's number). */
@@ -202,10 +203,10 @@ static int qp_alloc_sq(struct hca_qp *qp)
 }
 
 /* Directory entry and receive ring (seg->lock held). */
-static int qp_publish(struct hca_dev *dev, struct hca_qp *qp)
+static int qp_publish(struct hca_dev *dev, struct hca_qp *qp, bool mbox)
 {
 	struct hca_seg *seg = dev->seg;
-	uint64_t off = 0, bytes = 0;
+	uint64_t off = 0, bytes = 0, ring = 0;
 	struct hca_qp_ent *e;
 	uint32_t idx;
 	int rc;
@@ -220,8 +221,15 @@ static int qp_publish(struct hca_dev *dev, struct hca_qp *qp)
 	e->owner = dev->slot;
 	e->owner_gen = dev->gen;
 	e->rq_off = 0;
+	e->mb_off = 0;
 	if (has_rq(qp)) {
-		bytes = hca_ring_bytes(qp->cap.max_recv_wr, hca_rwqe_body(qp->cap.max_recv_sge));
+		/* a mailbox (mbox.c) follows the ring in its block */
+		ring = bytes = hca_ring_bytes(qp->cap.max_recv_wr,
+					      hca_rwqe_body(qp->cap.max_recv_sge));
+		if (mbox) {
+			ring = (ring + 63) & ~63ULL;
+			bytes = ring + sizeof(struct hca_mbox);
+		}
 		off = hca_dev_heap_alloc(dev, bytes);
 		if (!off) {
 			qp_num_unalloc(seg, e);
@@ -229,6 +237,9 @@ static int qp_publish(struct hca_dev *dev, struct hca_qp *qp)
 		}
 		hca_ring_init(hca_seg_ptr(seg, off), qp->cap.max_recv_wr,
 			      hca_rwqe_body(qp->cap.max_recv_sge));
+		((struct hca_ring *)hca_seg_ptr(seg, off))->extra = bytes -
+			hca_ring_bytes(qp->cap.max_recv_wr, hca_rwqe_body(qp->cap.max_recv_sge));
+		e->mb_off = mbox ? off + ring : 0;
 		e->rq_off = off; /* a ring whose header gives its size */
 	}
 	e->type = (uint8_t)qp->type;
@@ -308,6 +319,7 @@ struct hca_qp *hca_qp_create(struct hca_pd *pd, struct hca_qp_init *init, void *
 	struct hca_ctx *ctx = pd ? pd->ctx : init->xrcd ? init->xrcd->ctx : NULL;
 	struct hca_dev *dev;
 	struct hca_qp *qp;
+	bool mbox;
 	int rc;
 
 	if (!ctx || !qp_type_ok(init) || !qp_caps_ok(init) ||
@@ -340,12 +352,16 @@ struct hca_qp *hca_qp_create(struct hca_pd *pd, struct hca_qp_init *init, void *
 	rc = qp_alloc_sq(qp);
 	if (rc)
 		goto err;
+	mbox = hca_mb_rx_want(qp);
 	hca_seg_lock(dev->seg);
-	rc = qp_publish(dev, qp);
+	rc = qp_publish(dev, qp, mbox && has_rq(qp));
 	hca_dev_heap_done(dev);
 	hca_seg_unlock(dev->seg);
-	if (rc)
+	if (rc) {
+		hca_mb_detach(qp);
 		goto err;
+	}
+	hca_mb_attach(qp, qp->ent->mb_off);
 	qp->attr->qp_state = IBV_QPS_RESET;
 	qp->attr->cap = qp->cap;
 	qp_refs(qp, 1);
@@ -397,6 +413,7 @@ void hca_qp_flush_rq(struct hca_qp *qp)
 /* Every WQE still in the SQ completes with IBV_WC_WR_FLUSH_ERR (sq_lock held). */
 void hca_qp_flush_sq(struct hca_qp *qp)
 {
+	hca_mb_tx_drop(qp); /* what the receiver took completes flushed too */
 	while (qp->sq_head != qp->sq_tail) {
 		struct hca_swqe *w = &qp->sq[qp->sq_head & (qp->cap.max_send_wr - 1)];
 
@@ -430,7 +447,10 @@ static void qp_reset(struct hca_qp *qp)
 {
 	uint8_t buf[sizeof(struct hca_rwqe)];
 
+	hca_mb_close(qp);
 	pthread_mutex_lock(&qp->sq_lock);
+	hca_mb_tx_drop(qp);
+	qp->mb_held = false;
 	qp->sq_head = qp->sq_next = qp->sq_tail;
 	atomic_store_explicit(&qp->wait_until_ns, 0, memory_order_relaxed);
 	qp->rnr_until_ns = 0;
@@ -588,8 +608,10 @@ static int qp_modify(struct hca_qp *qp, struct ibv_qp_attr *a, int mask)
 	}
 	if (mask & IBV_QP_RQ_PSN)
 		qp->epsn = qp->attr->rq_psn;
-	if (next == IBV_QPS_RTR && cur == IBV_QPS_INIT)
+	if (next == IBV_QPS_RTR && cur == IBV_QPS_INIT) {
 		qp_path_set(qp);
+		hca_mb_open(qp);
+	}
 	if (next == IBV_QPS_RTS && cur == IBV_QPS_RTR) {
 		qp->psn = qp->send_psn = qp->attr->sq_psn;
 		qp->acked_psn = qp->acked_high = qp->high_psn = (qp->psn - 1) & 0xffffff;
@@ -670,7 +692,8 @@ void hca_qp_ent_free(struct hca_seg *seg, struct hca_qp_ent *e, uint64_t rq_byte
 		/* unrecorded before it is freed: a death between the two
 		 * loses the block rather than have a reclaim free it twice */
 		e->rq_off = 0;
-		hca_heap_free(seg, off, rq_bytes ? rq_bytes : hca_ring_bytes(r->cap, r->stride - 8));
+		e->mb_off = 0;
+		hca_heap_free(seg, off, rq_bytes ? rq_bytes : hca_ring_block(r));
 	}
 	for (int g = 0; g < HCA_MAX_MCAST_GRP; g++) {
 		struct hca_mcg *m = &seg->mcgs[g];
@@ -760,6 +783,7 @@ int hca_qp_destroy(struct hca_qp *qp)
 		hca_pin_wait(&qp->pin); /* a doorbell dispatch acting on it */
 	} else {
 		hca_dev_wait_remove(dev, qp); /* waits for its pins too */
+		hca_mb_detach(qp);
 		hca_seg_lock(seg);
 		hca_qp_ent_free(seg, qp->ent, qp->rq_size);
 		hca_seg_unlock(seg);

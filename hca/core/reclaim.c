@@ -57,7 +57,8 @@ static void qp_slot_tidy(struct hca_seg *seg, uint16_t slot, uint32_t gen)
 				struct hca_ring *r = hca_seg_ptr(seg, off);
 
 				e->rq_off = 0;
-				hca_heap_free(seg, off, hca_ring_bytes(r->cap, r->stride - 8));
+				e->mb_off = 0;
+				hca_heap_free(seg, off, hca_ring_block(r));
 			}
 		}
 		if (!p)

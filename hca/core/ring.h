@@ -68,7 +68,9 @@
 struct hca_ring {
 	uint32_t cap;              /* power of two */
 	uint32_t stride;           /* bytes per slot, state word included */
-	uint64_t pad0[7];
+	uint64_t extra;            /* bytes of the block after the slots (an RQ's
+				    * mailbox, mbox.c): written before publish */
+	uint64_t pad0[6];
 	_Atomic uint64_t head;     /* next position to enqueue (a hint) */
 	uint64_t pad1[7];
 	_Atomic uint64_t tail;     /* next position to dequeue (a hint) */
@@ -123,6 +125,7 @@ static inline void hca_ring_init(struct hca_ring *r, uint32_t cap, uint32_t body
 {
 	r->cap = cap;
 	r->stride = (body + 8 + 15) & ~15u;
+	r->extra = 0;
 	atomic_store(&r->head, 0);
 	atomic_store(&r->tail, 0);
 	for (uint32_t i = 0; i < cap; i++)
@@ -265,6 +268,12 @@ static inline int hca_ring_pop(struct hca_ring *r, void *body, uint32_t len)
 	memcpy(body, slot, len);
 	hca_ring_release(r, pos);
 	return 0;
+}
+
+/* The heap block of a ring: its slots and what follows them. */
+static inline uint64_t hca_ring_block(const struct hca_ring *r)
+{
+	return hca_ring_bytes(r->cap, r->stride - 8) + r->extra;
 }
 
 /* Entries queued (a snapshot: may be stale by the time it is used; a

@@ -133,6 +133,8 @@ struct hca_qp_ent {
 	uint32_t rcq;                  /* CQ index of the receive CQ */
 	uint32_t srq;                  /* SRQ index or HCA_NONE */
 	uint64_t rq_off;               /* receive ring offset, 0 if SRQ */
+	uint64_t mb_off;               /* its mailbox (mbox.c) in the ring's
+					* block, 0 if none: set before publish */
 	uint32_t rq_max_sge;
 	_Atomic uint32_t qkey;
 	_Atomic uint32_t access;       /* qp_access_flags */

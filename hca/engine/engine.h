@@ -90,6 +90,12 @@ extern const uint32_t hca_rnr_timer_us[32];
 
 /* req.c */
 void hca_sq_progress(struct hca_qp *qp);
+void hca_sq_reap(struct hca_qp *qp, bool timed);
+
+/* mbox_send.c (hca/core/mbox.c states the protocol) */
+enum { HCA_MB_SEND_NO, HCA_MB_SEND_SENT, HCA_MB_SEND_WAIT };
+int hca_mb_send(struct hca_qp *qp, struct hca_swqe *w, uint32_t idx);
+uint32_t hca_mb_reap(struct hca_qp *qp, bool timed);
 
 /* resp.c */
 enum hca_resp_status hca_resp_execute(struct hca_dev *dev, struct hca_msg *m);

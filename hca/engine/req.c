@@ -118,6 +118,8 @@ int hca_qp_post_send_ah(struct hca_qp *qp, struct ibv_send_wr *wr,
 	for (size_t i = 0; wr; wr = wr->next, i++) {
 		ah = ahs ? ahs[i] : NULL;
 		rc = wr_check(qp, wr, ah);
+		if (!rc && qp->sq_tail - qp->sq_head >= qp->cap.max_send_wr && qp->mb_n)
+			hca_mb_reap(qp, false); /* mailbox sends the receiver took */
 		if (!rc && qp->sq_tail - qp->sq_head >= qp->cap.max_send_wr)
 			rc = ENOMEM;
 		if (rc) {
@@ -469,6 +471,55 @@ static bool exec_head(struct hca_qp *qp)
 	return more;
 }
 
+/*
+ * Wait for the mailbox (full of ours, or holding WQEs the receiver took
+ * ahead of one for the ring path): a poll of our send CQ retires them and
+ * resumes us, or the progress thread at the time set here.
+ */
+static void mb_hold(struct hca_qp *qp)
+{
+	atomic_store_explicit(&qp->wait_until_ns, hca_now_ns() + 50000, memory_order_relaxed);
+	qp->mb_held = true;
+	hca_dev_wait_add(qp->dev, qp);
+}
+
+/*
+ * Run the send queue from the first WQE not yet under way: into the
+ * receiver's mailbox when it can go there (mbox_send.c), else by the
+ * ring path once nothing of ours is in the mailbox, so that the QP's
+ * order holds.
+ */
+static bool sq_run(struct hca_qp *qp)
+{
+	while (qp->sq_head + qp->mb_n != qp->sq_tail) {
+		uint32_t idx = qp->sq_head + qp->mb_n;
+		int r = connected_path_local(qp) ? hca_mb_send(qp, SQ_SLOT(qp, idx), idx)
+						 : HCA_MB_SEND_NO;
+
+		if (r == HCA_MB_SEND_SENT) {
+			qp->mb_n++;
+			continue;
+		}
+		if (r == HCA_MB_SEND_WAIT) {
+			mb_hold(qp);
+			return false;
+		}
+		if (qp->mb_n) {
+			hca_mb_retract(qp);
+			if (qp->mb_n) {
+				mb_hold(qp);
+				return false;
+			}
+		}
+		if (!exec_head(qp)) {
+			if (atomic_load_explicit(&qp->wait_until_ns, memory_order_relaxed))
+				hca_dev_wait_add(qp->dev, qp);
+			return false;
+		}
+	}
+	return true;
+}
+
 static void sq_progress_locked(struct hca_qp *qp)
 {
 	enum ibv_qp_state s = hca_qp_state(qp);
@@ -476,6 +527,15 @@ static void sq_progress_locked(struct hca_qp *qp)
 	if (s == IBV_QPS_ERR) {
 		hca_qp_flush_sq(qp);
 		return;
+	}
+	if (qp->mb_n && hca_mb_reap(qp, false)) {
+		if (qp->mb_held) { /* room made, or the way cleared */
+			atomic_store_explicit(&qp->wait_until_ns, 0, memory_order_relaxed);
+			qp->mb_held = false;
+		}
+		s = hca_qp_state(qp);
+		if (s == IBV_QPS_ERR)
+			return; /* a NAK the receiver left: failed and flushed */
 	}
 	if (s != IBV_QPS_RTS || qp->sq_head == qp->sq_tail)
 		goto drained;
@@ -492,14 +552,10 @@ static void sq_progress_locked(struct hca_qp *qp)
 		}
 		atomic_store_explicit(&qp->wait_until_ns, 0, memory_order_relaxed);
 		atomic_store_explicit(&qp->rnr_wait, false, memory_order_relaxed);
+		qp->mb_held = false;
 	}
-	while (qp->sq_head != qp->sq_tail) {
-		if (!exec_head(qp)) {
-			if (atomic_load_explicit(&qp->wait_until_ns, memory_order_relaxed))
-				hca_dev_wait_add(qp->dev, qp);
-			return;
-		}
-	}
+	if (!sq_run(qp))
+		return;
 drained:
 	if (qp->sqd_event_due && qp->sq_head == qp->sq_tail) {
 		qp->sqd_event_due = false;
@@ -511,5 +567,17 @@ void hca_sq_progress(struct hca_qp *qp)
 {
 	pthread_mutex_lock(&qp->sq_lock);
 	sq_progress_locked(qp);
+	pthread_mutex_unlock(&qp->sq_lock);
+}
+
+/* A poll that retires mailbox sends (mbox.c): never waits for the lock,
+ * whoever holds it runs the queue anyway. */
+void hca_sq_reap(struct hca_qp *qp, bool timed)
+{
+	if (pthread_mutex_trylock(&qp->sq_lock))
+		return;
+	if (timed && qp->mb_n)
+		hca_mb_reap(qp, true); /* the progress thread: look at the clock */
+	sq_progress_locked(qp); /* what was retracted goes by the ring */
 	pthread_mutex_unlock(&qp->sq_lock);
 }

@@ -24,6 +24,7 @@ static int engine_deliver(struct hca_dev *dev, struct hca_msg *m)
 
 const struct hca_engine_ops hca_engine = {
 	.sq_progress = hca_sq_progress,
+	.sq_reap = hca_sq_reap,
 	.deliver = engine_deliver,
 	.wc_opcode = hca_wc_opcode_of,
 };

@@ -1,0 +1,592 @@
+/*
+ * Mailboxes: the fast path of a small RC SEND between two QPs of one
+ * host (docs/datapath.md, "A mailbox per connection").
+ *
+ * The ring path has the requester run the responder: it takes the
+ * target's receive WQE from the shared receive ring and pushes the
+ * receive completion into the target's CQ ring, so that about six cache
+ * lines cross between the processes per message. A receive QP made on a
+ * CQ that has room (its first HCA_MB_PER_CQ QPs) gets a mailbox beside
+ * its receive ring (struct hca_mbox, mbox.h): a ring of 64-byte slots
+ * that only its connected requester writes. The requester stores the
+ * message (payload, length, immediate) and releases the slot's word; the
+ * receiver's own ibv_poll_cq finds it, takes its own receive WQE from its
+ * own ring (no line crosses: post_recv and the take are both its own),
+ * copies the payload and returns the completion. The consumer index the
+ * receiver publishes is read by the requester's polls, which complete
+ * the send WQEs it passed (engine/mbox_send.c). One slot line and the
+ * consumer index line cross per message.
+ *
+ * Memory ordering, by field:
+ * - slot word (pos << 8 | state): READY stored with release by the
+ *   requester after the slot's other fields and bytes (and the slots a
+ *   message spans); the receiver's acquire load pairs with it. READY ->
+ *   TAKEN is the receiver's acquire CAS, READY -> RETRACTED the
+ *   requester's: exactly one wins, so a message is either delivered here
+ *   or sent again by the ring path, never both.
+ * - cons: the receiver's release store once a message's completion is
+ *   out (or a retracted one skipped), after nak; the requester's acquire
+ *   load pairs with it and only then reuses slots below it.
+ * - nak / rnr: written by the receiver, before cons (nak) or alone (rnr,
+ *   a hint: the requester retracts and the ring path answers RNR).
+ * - epoch: stored with release by the receiver at each open, after the
+ *   slots and indexes are reset; the requester binds with an acquire load
+ *   and re-checks it at every post.
+ * - a requester that finds the target's CQ armed after its release
+ *   (seq_cst fence, then the armed load) rings the channel; hca_cq_arm
+ *   stores armed, fences, and looks at the mailboxes (Dekker: one of the
+ *   two sees the other).
+ *
+ * Order with the ring path: a WQE takes the mailbox only if every WQE
+ * before it on its QP is complete or in the mailbox; a WQE for the ring
+ * path waits until none is in the mailbox (the requester retracts what
+ * it can, and waits for the consumer index past what the receiver took).
+ * A poll peeks at the mailboxes first (acquire), then drains the CQ's
+ * rings, then consumes what it peeked: a receive completion the ring path
+ * pushed before a mailbox message is returned before it. A poll stops at
+ * a retracted message (its replacement may be in the ring by now).
+ */
+#include <errno.h>
+#include <sched.h>
+#include <string.h>
+
+#include "env.h"
+#include "hca_int.h"
+#include "link_ops.h"
+#include "mbox.h"
+
+static _Atomic int mb_max_env = -1, mb_off_env = -1, mb_on_env = -1;
+
+/*
+ * The largest payload a mailbox carries: SOFTIB_MBOX_MAX. Off unless
+ * SOFTIB_MBOX=1 (docs/datapath.md: a program that takes the arrival of
+ * its peer's reply as proof that its own send completed can see the
+ * reply first); SOFTIB_NO_MBOX=1 turns it off whatever else is set.
+ */
+uint32_t hca_mb_max(void)
+{
+	if (hca_env_once(&mb_off_env, "SOFTIB_NO_MBOX", 0, 0, 1) ||
+	    !hca_env_once(&mb_on_env, "SOFTIB_MBOX", 0, 0, 1))
+		return 0;
+	return (uint32_t)hca_env_once(&mb_max_env, "SOFTIB_MBOX_MAX", HCA_MB_DEFAULT, 0,
+				      HCA_MB_LIMIT);
+}
+
+static void busy_take(struct hca_cq *cq)
+{
+	while (atomic_exchange(&cq->mb_busy, 1))
+		sched_yield();
+}
+
+static bool busy_try(struct hca_cq *cq)
+{
+	return !atomic_exchange(&cq->mb_busy, 1);
+}
+
+static void busy_drop(struct hca_cq *cq)
+{
+	atomic_store_explicit(&cq->mb_busy, 0, memory_order_release);
+}
+
+static int list_add(struct hca_qp *_Atomic *list, struct hca_qp *qp)
+{
+	for (int i = 0; i < HCA_MB_PER_CQ; i++) {
+		struct hca_qp *none = NULL;
+
+		if (atomic_compare_exchange_strong(&list[i], &none, qp))
+			return i;
+	}
+	return -1;
+}
+
+/*
+ * At create, before the directory entry is made: does this QP get a
+ * receive mailbox? Its place on the receive CQ is taken now.
+ */
+bool hca_mb_rx_want(struct hca_qp *qp)
+{
+	qp->mb_ri = qp->mb_ti = -1;
+	if (qp->type != IBV_QPT_RC || !qp->rcq || qp->srq || !hca_mb_max() ||
+	    (qp->rcq->flags & HCA_CQ_TIMESTAMPS))
+		return false;
+	qp->mb_ri = list_add(qp->rcq->mb_rx, qp);
+	return qp->mb_ri >= 0;
+}
+
+/* The entry is made (mb_off: the mailbox in its ring's block, or 0). */
+void hca_mb_attach(struct hca_qp *qp, uint64_t mb_off)
+{
+	if (qp->mb_ri >= 0) {
+		struct hca_cq *cq = qp->rcq;
+
+		qp->mb_rx = hca_seg_ptr(qp->dev->seg, mb_off);
+		if (!qp->mb_rx) {
+			atomic_store(&cq->mb_rx[qp->mb_ri], NULL);
+			qp->mb_ri = -1;
+		} else {
+			memset(qp->mb_rx, 0, sizeof(*qp->mb_rx));
+			atomic_store(&cq->mb_pos[qp->mb_ri], 0);
+			atomic_store(&cq->mb_rq[qp->mb_ri], qp->rq);
+			atomic_store(&cq->mb_box[qp->mb_ri], qp->mb_rx);
+			atomic_fetch_add(&cq->mb_nrx, 1);
+		}
+	}
+	if (qp->type == IBV_QPT_RC && qp->scq && hca_mb_max()) {
+		qp->mb_ti = list_add(qp->scq->mb_tx, qp);
+		qp->mb_tx_ok = qp->mb_ti >= 0;
+	}
+}
+
+/* Destroy (or a failed create): off the lists, no scanner holds it. */
+void hca_mb_detach(struct hca_qp *qp)
+{
+	if (qp->mb_ri >= 0) {
+		struct hca_cq *cq = qp->rcq;
+
+		if (qp->mb_rx) {
+			atomic_store(&qp->mb_rx->epoch, 0);
+			atomic_store(&cq->mb_box[qp->mb_ri], NULL);
+			atomic_fetch_sub(&cq->mb_nrx, 1);
+		}
+		atomic_store(&cq->mb_rx[qp->mb_ri], NULL);
+		busy_take(cq);
+		busy_drop(cq);
+		qp->mb_ri = -1;
+	}
+	if (qp->mb_ti >= 0) {
+		struct hca_cq *cq = qp->scq;
+
+		atomic_store(&cq->mb_tx[qp->mb_ti], NULL);
+		busy_take(cq);
+		if (qp->mb_n)
+			atomic_fetch_sub(&cq->mb_txp, qp->mb_n);
+		qp->mb_n = 0;
+		busy_drop(cq);
+		qp->mb_ti = -1;
+		qp->mb_tx_ok = false;
+	}
+}
+
+/*
+ * INIT -> RTR: a new connection. No scanner runs (mb_busy), the slots
+ * and indexes start over, and the new epoch is published last.
+ */
+void hca_mb_open(struct hca_qp *qp)
+{
+	static _Atomic uint32_t epochs;
+	struct hca_mbox *mb = qp->mb_rx;
+	uint32_t ep;
+
+	if (!mb)
+		return;
+	busy_take(qp->rcq);
+	for (int i = 0; i < HCA_MB_SLOTS; i++)
+		atomic_store_explicit(&mb->slot[i].word, 0, memory_order_relaxed);
+	atomic_store_explicit(&mb->cons, 0, memory_order_relaxed);
+	atomic_store_explicit(&mb->rnr, 0, memory_order_relaxed);
+	atomic_store_explicit(&mb->nak, 0, memory_order_relaxed);
+	atomic_store(&qp->rcq->mb_pos[qp->mb_ri], 0);
+	do
+		ep = atomic_fetch_add(&epochs, 1) + 1 + ((uint32_t)qp->dev->slot << 20);
+	while (!ep);
+	atomic_store_explicit(&mb->epoch, ep, memory_order_release);
+	busy_drop(qp->rcq);
+}
+
+/* To RESET: the connection is over; what waits in it is not taken. */
+void hca_mb_close(struct hca_qp *qp)
+{
+	if (qp->mb_rx) {
+		busy_take(qp->rcq);
+		atomic_store(&qp->mb_rx->epoch, 0);
+		busy_drop(qp->rcq);
+	}
+}
+
+#define SQ_SLOT(qp, i) (&(qp)->sq[(i) & ((qp)->cap.max_send_wr - 1)])
+
+/*
+ * Requester (sq_lock held): take back what the receiver has not taken,
+ * newest first, so that what it did take is a prefix (it takes in
+ * order); those stay pending, the rest go by the ring path, and no WQE
+ * posted so far may take the mailbox again.
+ */
+void hca_mb_retract(struct hca_qp *qp)
+{
+	uint32_t k = qp->mb_n;
+
+	while (k) {
+		struct hca_swqe *w = SQ_SLOT(qp, qp->sq_head + k - 1);
+		uint64_t want = hca_mb_word(w->mb_pos, HCA_MB_READY);
+
+		if (!atomic_compare_exchange_strong_explicit(
+			    &hca_mb_at(qp->mb, w->mb_pos)->word, &want,
+			    hca_mb_word(w->mb_pos, HCA_MB_RETRACTED),
+			    memory_order_acq_rel, memory_order_acquire))
+			break;
+		k--;
+	}
+	if (qp->mb_n != k)
+		atomic_fetch_sub_explicit(&qp->scq->mb_txp, qp->mb_n - k, memory_order_relaxed);
+	qp->mb_n = k;
+	qp->mb_block = qp->sq_tail;
+}
+
+/* Requester (sq_lock held): the QP errs or resets; nothing is pending. */
+void hca_mb_tx_drop(struct hca_qp *qp)
+{
+	struct hca_qp_ent *e = qp->mb_e;
+
+	if (qp->mb_n) {
+		/* only while the target's entry still names the mailbox */
+		if (e && atomic_load(&e->qpn) == qp->attr->dest_qp_num &&
+		    e->mb_off == qp->mb_boff)
+			hca_mb_retract(qp);
+		atomic_fetch_sub_explicit(&qp->scq->mb_txp, qp->mb_n, memory_order_relaxed);
+		qp->mb_n = 0;
+	}
+	qp->mb_block = qp->sq_tail;
+	qp->mb = NULL;
+	qp->mb_epoch = 0;
+}
+
+/* ---- the receiver ---- */
+
+static bool state_receives(uint8_t s)
+{
+	return s == IBV_QPS_RTR || s == IBV_QPS_RTS || s == IBV_QPS_SQD ||
+	       s == IBV_QPS_SQE;
+}
+
+struct mb_rwqe {
+	struct hca_rwqe h;
+	struct hca_rsge sge[HCA_MAX_SGE];
+};
+
+/* The receive WQE's ranges for len bytes, checked as the responder does. */
+static enum ibv_wc_status mb_ranges(struct hca_qp *qp, const struct mb_rwqe *w,
+				    uint32_t len, struct hca_inl_iov *v, uint32_t *nv)
+{
+	uint64_t room = 0;
+
+	*nv = 0;
+	for (uint32_t i = 0; i < w->h.num_sge && i < HCA_MAX_SGE && room < len; i++) {
+		const struct hca_rsge *s = &w->sge[i];
+		struct hca_mr_ent *mr;
+		uint64_t take;
+
+		if (!s->length)
+			continue;
+		mr = hca_mr_lookup(qp->dev->seg, s->lkey);
+		if (!mr || mr->owner != qp->dev->slot || mr->owner_gen != qp->dev->gen ||
+		    mr->pd != qp->pd->id || !(mr->access & IBV_ACCESS_LOCAL_WRITE) ||
+		    s->addr < mr->iova || s->length > mr->length ||
+		    s->addr - mr->iova > mr->length - s->length)
+			return IBV_WC_LOC_PROT_ERR;
+		take = s->length < len - room ? s->length : len - room;
+		v[*nv] = (struct hca_inl_iov){ .addr = mr->addr + (s->addr - mr->iova),
+					       .len = (uint32_t)take, .lkey = s->lkey };
+		(*nv)++;
+		room += take;
+	}
+	return room < len ? IBV_WC_LOC_LEN_ERR : IBV_WC_SUCCESS;
+}
+
+/* The message's bytes out of its slots, then into the ranges. */
+static bool mb_copy(struct hca_qp *qp, uint64_t pos, uint32_t len,
+		    const struct hca_inl_iov *v, uint32_t nv)
+{
+	uint8_t buf[HCA_MB_LIMIT];
+	uint32_t k = 0;
+
+	while (k < len) {
+		uint32_t run = k < HCA_MB_FIRST ? HCA_MB_FIRST - k : 64 - (k - HCA_MB_FIRST) % 64;
+
+		if (run > len - k)
+			run = len - k;
+		memcpy(buf + k, hca_mb_byte(qp->mb_rx, pos, k), run);
+		k += run;
+	}
+	return !len || hca_inl_copy_in(qp->dev, v, nv, len, buf);
+}
+
+enum mb_take { MB_NONE, MB_GOT, MB_SKIPPED };
+
+/*
+ * The message at the mailbox's head (mb_busy held): MB_GOT with its
+ * completion in *c (*err: the QP must go to the error state), MB_NONE
+ * when there is none to take now, MB_SKIPPED when retracted ones were
+ * passed over (the caller stops: their replacements go by the ring).
+ */
+static enum mb_take mb_take(struct hca_cq *cq, int i, struct hca_qp *qp, struct hca_cqe *c,
+			    bool *err)
+{
+	struct hca_mbox *mb = qp->mb_rx;
+	uint64_t pos = atomic_load_explicit(&cq->mb_pos[i], memory_order_relaxed);
+	struct hca_mb_slot *s = hca_mb_at(mb, pos);
+	uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
+	struct hca_inl_iov v[HCA_MAX_SGE];
+	enum ibv_wc_status st;
+	struct mb_rwqe rw;
+	uint32_t nv, len, n, flags, scq;
+	uint8_t qs;
+
+	if (w >> 8 != pos || !atomic_load_explicit(&mb->epoch, memory_order_relaxed))
+		return MB_NONE;
+	if ((w & 0xff) == HCA_MB_RETRACTED) {
+		do { /* nslots was written before the word: the acquire covers it */
+			n = s->nslots;
+			pos += n && n <= HCA_MB_SLOTS ? n : 1;
+			s = hca_mb_at(mb, pos);
+			w = atomic_load_explicit(&s->word, memory_order_acquire);
+		} while (w == hca_mb_word(pos, HCA_MB_RETRACTED));
+		atomic_store_explicit(&cq->mb_pos[i], pos, memory_order_relaxed);
+		atomic_store_explicit(&mb->cons, pos, memory_order_release);
+		return MB_SKIPPED;
+	}
+	qs = atomic_load(&qp->ent->state);
+	if ((w & 0xff) != HCA_MB_READY || !state_receives(qs))
+		return MB_NONE;
+	if (!hca_ring_count(qp->rq)) {
+		/* RNR: the requester retracts, and the ring path answers */
+		if (atomic_load_explicit(&mb->rnr, memory_order_relaxed) != pos + 1)
+			atomic_store_explicit(&mb->rnr, pos + 1, memory_order_release);
+		return MB_NONE;
+	}
+	if (!atomic_compare_exchange_strong_explicit(&s->word, &w,
+						     hca_mb_word(pos, HCA_MB_TAKEN),
+						     memory_order_acquire, memory_order_relaxed))
+		return MB_NONE; /* retracted meanwhile: the next look skips it */
+	if (hca_ring_pop(qp->rq, &rw, hca_rwqe_body(qp->cap.max_recv_sge))) {
+		/* flushed meanwhile: give it back, the requester may retract it */
+		atomic_store_explicit(&s->word, hca_mb_word(pos, HCA_MB_READY),
+				      memory_order_release);
+		return MB_NONE;
+	}
+	n = s->nslots;
+	len = s->len;
+	flags = s->flags;
+	scq = s->scq;
+	if (!n || n > HCA_MB_SLOTS || len > HCA_MB_LIMIT || hca_mb_nslots(len) != n) {
+		n = n && n <= HCA_MB_SLOTS ? n : 1;
+		st = IBV_WC_LOC_PROT_ERR; /* not what a requester writes */
+	} else {
+		st = mb_ranges(qp, &rw, len, v, &nv);
+		if (st == IBV_WC_SUCCESS && !mb_copy(qp, pos, len, v, nv))
+			st = IBV_WC_LOC_PROT_ERR;
+	}
+	*c = (struct hca_cqe){ .wr_id = rw.h.wr_id, .status = st, .opcode = IBV_WC_RECV,
+			       .byte_len = len, .qp_num = qp->qpn,
+			       .src_qp = qp->attr->dest_qp_num, .slid = qp->dev->lid };
+	if (flags & HCA_MB_F_IMM) {
+		c->imm = s->imm;
+		c->wc_flags = IBV_WC_WITH_IMM;
+	}
+	*err = st != IBV_WC_SUCCESS;
+	if (*err) /* the requester's answer: as the ring path's NAK classes */
+		atomic_store_explicit(&mb->nak, (pos + 1) << 8 |
+				      (st == IBV_WC_LOC_LEN_ERR ? IBV_WC_REM_INV_REQ_ERR
+								: IBV_WC_REM_OP_ERR),
+				      memory_order_relaxed);
+	pos += n;
+	atomic_store_explicit(&cq->mb_pos[i], pos, memory_order_relaxed);
+	atomic_store_explicit(&mb->cons, pos, memory_order_release);
+	/* a requester asleep on its send CQ learns that its send is done:
+	 * cons out, then its CQ's armed flag (its arm fences too) */
+	if (flags & HCA_MB_F_SIGNALED) {
+		atomic_thread_fence(memory_order_seq_cst);
+		hca_cq_wake_at(qp->dev, scq, false);
+	}
+	atomic_fetch_add_explicit(&qp->ent->rx_msgs, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&qp->ent->rx_bytes, len, memory_order_relaxed);
+	if (qs == IBV_QPS_RTR && !atomic_exchange(&qp->ent->comm_est, 1))
+		hca_raise_qp_event(qp->dev, qp->ent, IBV_EVENT_COMM_EST);
+	return MB_GOT;
+}
+
+static void mb_reap_tx(struct hca_cq *cq, bool timed);
+
+/*
+ * A message waits at the head of mailbox i (a peek, no lock); takeable:
+ * and a poll would make a completion of it now (a receive WQE is there).
+ */
+static bool mb_ready(struct hca_cq *cq, int i, bool takeable)
+{
+	struct hca_mbox *mb = atomic_load_explicit(&cq->mb_box[i], memory_order_acquire);
+	struct hca_ring *rq;
+	uint64_t pos, w;
+
+	if (!mb)
+		return false;
+	pos = atomic_load_explicit(&cq->mb_pos[i], memory_order_relaxed);
+	w = atomic_load_explicit(&hca_mb_at(mb, pos)->word, memory_order_acquire);
+	if (w >> 8 != pos || (w & 0xff) == HCA_MB_EMPTY || (w & 0xff) == HCA_MB_TAKEN)
+		return false;
+	return !takeable || ((w & 0xff) == HCA_MB_READY &&
+			     (rq = atomic_load_explicit(&cq->mb_rq[i], memory_order_relaxed)) &&
+			     hca_ring_count(rq));
+}
+
+/* A message a poll would take waits in a mailbox of cq (the arm's last look). */
+bool hca_mb_waiting(struct hca_cq *cq)
+{
+	for (int i = 0; i < HCA_MB_PER_CQ; i++)
+		if (mb_ready(cq, i, true))
+			return true;
+	return false;
+}
+
+/*
+ * For a completion channel's reader, which drops an event whose CQ holds
+ * nothing (chan.c): the mailbox sends the receivers took are retired now
+ * (their completions go to the private ring, counted there), and a
+ * message waiting counts as one.
+ */
+uint32_t hca_mb_count(struct hca_cq *cq)
+{
+	if (atomic_load_explicit(&cq->mb_txp, memory_order_relaxed) && busy_try(cq)) {
+		mb_reap_tx(cq, false);
+		busy_drop(cq);
+	}
+	return atomic_load_explicit(&cq->mb_nrx, memory_order_relaxed) && hca_mb_waiting(cq);
+}
+
+/* The requesters of cq with mailbox sends pending: retire what was taken. */
+static void mb_reap_tx(struct hca_cq *cq, bool timed)
+{
+	for (int i = 0; i < HCA_MB_PER_CQ; i++) {
+		struct hca_qp *qp = atomic_load(&cq->mb_tx[i]);
+
+		if (qp)
+			hca_engine.sq_reap(qp, timed);
+	}
+}
+
+/*
+ * A poll's first step: peek at the receive mailboxes (mask: which have a
+ * message) and retire mailbox sends; true if it holds mb_busy, which
+ * hca_mb_end gives back after the rings are drained.
+ */
+bool hca_mb_begin(struct hca_cq *cq, unsigned *mask)
+{
+	unsigned m = 0;
+
+	if (atomic_load_explicit(&cq->mb_nrx, memory_order_relaxed))
+		for (int i = 0; i < HCA_MB_PER_CQ; i++)
+			if (mb_ready(cq, i, false))
+				m |= 1u << i;
+	*mask = m;
+	if (!m && !atomic_load_explicit(&cq->mb_txp, memory_order_relaxed))
+		return false;
+	if (!busy_try(cq)) {
+		*mask = 0;
+		return false;
+	}
+	if (atomic_load_explicit(&cq->mb_txp, memory_order_relaxed))
+		mb_reap_tx(cq, false);
+	return true;
+}
+
+static void mb_err(struct hca_qp *qp)
+{
+	hca_qp_to_error(qp);
+}
+
+/* Consume what hca_mb_begin peeked, after the rings; give mb_busy back. */
+int hca_mb_end(struct hca_cq *cq, unsigned mask, int n, struct ibv_wc *wc, uint64_t *ts,
+	       int got)
+{
+	struct hca_qp *failed[HCA_MB_PER_CQ];
+	int nf = 0;
+
+	for (int i = 0; i < HCA_MB_PER_CQ && got < n; i++) {
+		struct hca_qp *qp;
+
+		if (!(mask & 1u << i) || !(qp = atomic_load(&cq->mb_rx[i])) || !qp->mb_rx)
+			continue;
+		while (got < n) {
+			struct hca_cqe c;
+			bool err = false;
+
+			if (mb_take(cq, i, qp, &c, &err) != MB_GOT)
+				break;
+			hca_cqe_to_wc(&c, &wc[got]);
+			if (ts)
+				ts[got] = 0;
+			got++;
+			if (err) {
+				failed[nf++] = qp;
+				break;
+			}
+		}
+	}
+	busy_drop(cq);
+	/* the QP errs once its completion is out: the flushes come after */
+	for (int k = 0; k < nf; k++)
+		mb_err(failed[k]);
+	return got;
+}
+
+/*
+ * Progress thread: messages of a process that does not poll land in its
+ * receive buffers all the same, their completions in the CQ's ring (as
+ * the ring path's would). At the inline sweep's pace.
+ */
+static void mb_sweep_cq(struct hca_cq *cq)
+{
+	struct hca_qp *failed[HCA_MB_PER_CQ];
+	int nf = 0;
+
+	/* sends first: what they answered came before what arrives now */
+	if (atomic_load_explicit(&cq->mb_txp, memory_order_relaxed))
+		mb_reap_tx(cq, true);
+	for (int i = 0; i < HCA_MB_PER_CQ; i++) {
+		struct hca_qp *qp = atomic_load(&cq->mb_rx[i]);
+		struct hca_cqe c;
+		bool err = false;
+		enum mb_take t;
+
+		if (!qp || !qp->mb_rx)
+			continue;
+		while ((t = mb_take(cq, i, qp, &c, &err)) != MB_NONE) {
+			if (t == MB_SKIPPED)
+				continue;
+			hca_cq_push(qp->dev, cq->idx, &c, false);
+			if (err) {
+				failed[nf++] = qp;
+				break;
+			}
+		}
+	}
+	busy_drop(cq);
+	for (int k = 0; k < nf; k++)
+		mb_err(failed[k]);
+}
+
+void hca_mb_sweep(struct hca_dev *dev)
+{
+	struct hca_seg *seg = dev->seg;
+	uint64_t now;
+
+	if (!hca_mb_max())
+		return;
+	now = hca_now_ns();
+	if (now - dev->mb_swept_ns < HCA_INL_SWEEP_NS)
+		return;
+	dev->mb_swept_ns = now;
+	for (uint32_t i = 1; i < HCA_MAX_CQ; i++) {
+		struct hca_cq *cq = atomic_load_explicit(&dev->cq_tab[i], memory_order_acquire);
+		bool mine;
+
+		if (!cq)
+			continue;
+		/* the CQ stays while we hold it busy: destroy waits it out */
+		hca_seg_lock(seg);
+		cq = atomic_load(&dev->cq_tab[i]);
+		mine = cq && (atomic_load(&cq->mb_nrx) || atomic_load(&cq->mb_txp)) &&
+		       busy_try(cq);
+		hca_seg_unlock(seg);
+		if (mine)
+			mb_sweep_cq(cq);
+	}
+}

@@ -1,0 +1,73 @@
+/*
+ * A receive QP's mailbox (mbox.c states the protocol): a ring of 64-byte
+ * slots in the segment, written by the one requester the QP is connected
+ * to and read by the QP's own process as it polls. Each line has one
+ * writer: the header's first line the receiver at open, its second the
+ * receiver as it consumes, a slot the requester (its word also the
+ * receiver's CAS to TAKEN, or the requester's to RETRACTED).
+ */
+#ifndef HCA_MBOX_H
+#define HCA_MBOX_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define HCA_MB_SLOTS 64          /* a power of two */
+#define HCA_MB_HEAD 24           /* a message's first slot, before its bytes */
+#define HCA_MB_FIRST (64 - HCA_MB_HEAD)
+#define HCA_MB_LIMIT (HCA_MB_FIRST + 7 * 64) /* SOFTIB_MBOX_MAX's ceiling */
+#define HCA_MB_DEFAULT 232       /* four slots: measured, docs/datapath.md */
+
+enum hca_mb_state { HCA_MB_EMPTY = 0, HCA_MB_READY, HCA_MB_TAKEN, HCA_MB_RETRACTED };
+#define HCA_MB_F_IMM 1u
+#define HCA_MB_F_SOLICITED 2u
+#define HCA_MB_F_SIGNALED 4u     /* the requester wants the completion */
+
+struct hca_mb_slot {
+	_Atomic uint64_t word;   /* pos << 8 | enum hca_mb_state */
+	uint32_t len;            /* payload bytes (first slot only) */
+	uint32_t imm;            /* network order, as in the WR */
+	uint16_t nslots;         /* slots the message spans */
+	uint16_t flags;
+	uint32_t scq;            /* the requester's send CQ: woken if armed */
+	uint8_t data[HCA_MB_FIRST]; /* then the next slots, whole */
+};
+
+struct hca_mbox {
+	/* the receiver's, at each open (INIT -> RTR): nonzero; the sender
+	 * binds to it and sees a reopen as a new connection */
+	_Atomic uint32_t epoch;
+	uint32_t pad0[15];
+	/* the receiver's, as it consumes: read by the sender's polls */
+	_Atomic uint64_t cons;   /* positions consumed (or skipped) */
+	_Atomic uint64_t rnr;    /* pos + 1 of a message found with no WQE */
+	_Atomic uint64_t nak;    /* (pos + 1) << 8 | ibv_wc_status refused */
+	uint64_t pad1[5];
+	struct hca_mb_slot slot[HCA_MB_SLOTS];
+};
+
+static inline uint64_t hca_mb_word(uint64_t pos, unsigned st)
+{
+	return pos << 8 | st;
+}
+
+static inline struct hca_mb_slot *hca_mb_at(struct hca_mbox *mb, uint64_t pos)
+{
+	return &mb->slot[pos & (HCA_MB_SLOTS - 1)];
+}
+
+static inline uint32_t hca_mb_nslots(uint32_t len)
+{
+	return len <= HCA_MB_FIRST ? 1 : 1 + (len - HCA_MB_FIRST + 63) / 64;
+}
+
+/* Byte k of the message at pos lives here (slots wrap). */
+static inline uint8_t *hca_mb_byte(struct hca_mbox *mb, uint64_t pos, uint32_t k)
+{
+	if (k < HCA_MB_FIRST)
+		return hca_mb_at(mb, pos)->data + k;
+	k -= HCA_MB_FIRST;
+	return (uint8_t *)hca_mb_at(mb, pos + 1 + k / 64) + k % 64;
+}
+
+#endif

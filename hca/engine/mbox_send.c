@@ -1,0 +1,257 @@
+/*
+ * The requester's half of a mailbox (hca/core/mbox.c states the protocol
+ * and its memory ordering): a small RC SEND toward a QP of this host is
+ * stored in the target's mailbox and released, and its WQE stays at the
+ * head of the send queue until the receiver's published consumer index
+ * passes it; then it completes as the ring path's would have (success,
+ * or the NAK status the receiver left). Whatever the mailbox cannot
+ * settle goes back to the ring path, which keeps its semantics: a
+ * receiver with no receive WQE (it says so: RNR), one that stopped
+ * receiving, one that lets a message wait too long, and every WQE behind
+ * one the mailbox does not take.
+ */
+#include <string.h>
+
+#include "engine.h"
+#include "env.h"
+#include "mbox.h"
+
+#define SQ_SLOT(qp, i) (&(qp)->sq[(i) & ((qp)->cap.max_send_wr - 1)])
+
+/*
+ * A message the receiver does not take within this goes by the ring path
+ * (SOFTIB_MBOX_STALL_US; the tests make it tiny to exercise retracts).
+ */
+static _Atomic int stall_env = -1;
+
+static uint64_t mb_stall_ns(void)
+{
+	return (uint64_t)hca_env_once(&stall_env, "SOFTIB_MBOX_STALL_US", 2000, 0,
+				      10000000) * 1000ULL;
+}
+
+static bool receives(uint8_t s)
+{
+	return s == IBV_QPS_RTR || s == IBV_QPS_RTS || s == IBV_QPS_SQD ||
+	       s == IBV_QPS_SQE;
+}
+
+/*
+ * The target's mailbox, if it has one that still belongs to the
+ * connection we are bound to (or to a new one, once nothing is pending):
+ * the target QP is ours to reach, receives, is connected to us, and its
+ * mailbox's epoch is the one bound. Read-mostly lines only.
+ */
+static struct hca_mbox *mb_target(struct hca_qp *qp)
+{
+	uint32_t dest = qp->attr->dest_qp_num, ep;
+	struct hca_qp_ent *e = qp->mb_e;
+	struct hca_mbox *mb;
+	uint64_t off;
+
+	if (!e || e->num != dest)
+		qp->mb_e = e = hca_qp_lookup(qp->dev->seg, dest);
+	if (!e || atomic_load_explicit(&e->qpn, memory_order_acquire) != dest ||
+	    !receives(atomic_load_explicit(&e->state, memory_order_relaxed)) ||
+	    atomic_load_explicit(&e->dest_qpn, memory_order_relaxed) != qp->qpn ||
+	    !(off = e->mb_off))
+		return NULL;
+	mb = hca_seg_ptr(qp->dev->seg, off);
+	ep = atomic_load_explicit(&mb->epoch, memory_order_acquire);
+	if (!ep)
+		return NULL;
+	if (off == qp->mb_boff && ep == qp->mb_epoch && qp->mb)
+		return mb;
+	if (qp->mb_n)
+		return NULL; /* pending against the old binding: settled first */
+	qp->mb = mb;
+	qp->mb_boff = off;
+	qp->mb_epoch = ep;
+	qp->mb_prod = qp->mb_cons = atomic_load_explicit(&mb->cons, memory_order_acquire);
+	qp->mb_rnr_seen = atomic_load_explicit(&mb->rnr, memory_order_relaxed);
+	return mb;
+}
+
+/* The payload into the slots at pos (they are free: below cons + N). */
+static void mb_fill(struct hca_mbox *mb, uint64_t pos, const struct iovec *iov, int n)
+{
+	uint32_t k = 0;
+
+	for (int i = 0; i < n; i++) {
+		const uint8_t *p = iov[i].iov_base;
+		uint32_t left = (uint32_t)iov[i].iov_len;
+
+		while (left) {
+			uint32_t run = k < HCA_MB_FIRST ? HCA_MB_FIRST - k
+						       : 64 - (k - HCA_MB_FIRST) % 64;
+
+			if (run > left)
+				run = left;
+			memcpy(hca_mb_byte(mb, pos, k), p, run);
+			p += run;
+			k += run;
+			left -= run;
+		}
+	}
+}
+
+/*
+ * The WQE at index idx (every WQE before it complete or in the mailbox):
+ * into the mailbox if it can go there. MB_SEND_NO: by the ring path;
+ * MB_SEND_WAIT: not now, the mailbox is full of ours.
+ */
+int hca_mb_send(struct hca_qp *qp, struct hca_swqe *w, uint32_t idx)
+{
+	uint32_t len = w->total_len, need;
+	struct iovec iov[HCA_MAX_SGE];
+	struct hca_mb_slot *s;
+	struct hca_mbox *mb;
+	struct hca_fence f;
+	int n;
+
+	if (!qp->mb_tx_ok || (int32_t)(idx - qp->mb_block) < 0 ||
+	    (w->wr.opcode != IBV_WR_SEND && w->wr.opcode != IBV_WR_SEND_WITH_IMM) ||
+	    len > hca_mb_max() || !(mb = mb_target(qp)))
+		return HCA_MB_SEND_NO;
+	need = hca_mb_nslots(len);
+	if (qp->mb_prod + need - qp->mb_cons > HCA_MB_SLOTS) {
+		qp->mb_cons = atomic_load_explicit(&mb->cons, memory_order_acquire);
+		if (qp->mb_prod + need - qp->mb_cons > HCA_MB_SLOTS)
+			return qp->mb_n ? HCA_MB_SEND_WAIT : HCA_MB_SEND_NO;
+	}
+	/* our lkeys looked up and the bytes read in one copy section */
+	hca_fence_enter(qp->dev, &f);
+	if (hca_req_local_iov(qp, w, iov, &n) != IBV_WC_SUCCESS) {
+		hca_fence_exit(&f);
+		return HCA_MB_SEND_NO; /* the ring path reports it */
+	}
+	mb_fill(mb, qp->mb_prod, iov, n);
+	hca_fence_exit(&f);
+	s = hca_mb_at(mb, qp->mb_prod);
+	s->len = len;
+	s->imm = w->wr.imm_data;
+	s->nslots = (uint16_t)need;
+	s->flags = (w->wr.opcode == IBV_WR_SEND_WITH_IMM ? HCA_MB_F_IMM : 0) |
+		   (w->wr.send_flags & IBV_SEND_SOLICITED ? HCA_MB_F_SOLICITED : 0) |
+		   (qp->sq_sig_all || (w->wr.send_flags & IBV_SEND_SIGNALED) ?
+		    HCA_MB_F_SIGNALED : 0);
+	s->scq = qp->scq->idx;
+	/* release: the bytes and fields above before the word (mbox.c) */
+	atomic_store_explicit(&s->word, hca_mb_word(qp->mb_prod, HCA_MB_READY),
+			      memory_order_release);
+	/* then the armed flag (seq_cst fence; hca_cq_arm's pairs with it) */
+	atomic_thread_fence(memory_order_seq_cst);
+	hca_cq_wake_at(qp->dev, qp->mb_e->rcq, w->wr.send_flags & IBV_SEND_SOLICITED);
+	w->mb_pos = qp->mb_prod;
+	w->mb_slots = need;
+	qp->mb_prod += need;
+	atomic_fetch_add_explicit(&qp->scq->mb_txp, 1, memory_order_relaxed);
+	return HCA_MB_SEND_SENT;
+}
+
+/*
+ * Stalled: the receiver has not taken the head message for a while (it
+ * does not poll, or cannot: gone, dead, no longer receiving). What it did
+ * not take goes by the ring path; what it took and will never finish
+ * (it died) too.
+ */
+static void mb_stalled(struct hca_qp *qp)
+{
+	struct hca_qp_ent *e = qp->mb_e;
+
+	hca_mb_retract(qp);
+	if (qp->mb_n && (!e || atomic_load(&e->qpn) != qp->attr->dest_qp_num ||
+			 hca_peer_check(qp->dev, e->owner, e->owner_gen) == HCA_LIVE_DEAD)) {
+		atomic_fetch_sub_explicit(&qp->scq->mb_txp, qp->mb_n, memory_order_relaxed);
+		qp->mb_n = 0;
+	}
+	qp->mb_stall = 0;
+	qp->mb_stall_ns = 0;
+}
+
+/*
+ * Retire the mailbox WQEs the receiver has consumed (sq_lock held): each
+ * completes with success, or with the NAK status the receiver left for
+ * it (the QP then errs as on the ring path). Returns how many retired.
+ * timed: the progress thread's look, which reads the clock every time.
+ */
+uint32_t hca_mb_reap(struct hca_qp *qp, bool timed)
+{
+	struct hca_mbox *mb = qp->mb;
+	uint32_t done = 0;
+	uint64_t cons, rnr;
+	struct hca_qp_ent *e;
+
+	if (!qp->mb_n)
+		return 0;
+	/*
+	 * The consumer index first, whatever became of the target since: a
+	 * message it took is delivered (acknowledged) even if it has been
+	 * destroyed since, as on a wire. Its block stays in the heap's
+	 * quarantine for seconds after; a value that is not between what we
+	 * saw last and what we wrote is not ours to trust.
+	 */
+	cons = atomic_load_explicit(&mb->cons, memory_order_acquire);
+	if (cons - qp->mb_cons > qp->mb_prod - qp->mb_cons)
+		cons = qp->mb_cons;
+	qp->mb_cons = cons;
+	while (qp->mb_n) {
+		struct hca_swqe *w = SQ_SLOT(qp, qp->sq_head);
+		uint64_t nak;
+
+		if ((int64_t)(cons - (w->mb_pos + w->mb_slots)) < 0)
+			break;
+		qp->mb_n--;
+		atomic_fetch_sub_explicit(&qp->scq->mb_txp, 1, memory_order_relaxed);
+		done++;
+		/* nak was stored before cons: the acquire above covers it */
+		nak = atomic_load_explicit(&mb->nak, memory_order_relaxed);
+		if (nak && nak >> 8 == w->mb_pos + 1) {
+			hca_req_fail_head(qp, w, (enum ibv_wc_status)(nak & 0xff));
+			return done;
+		}
+		hca_req_complete(qp, w, IBV_WC_SUCCESS);
+		qp->sq_head++;
+		qp->rnr_left = qp->attr->rnr_retry;
+		qp->retry_left = qp->attr->retry_cnt;
+	}
+	if (!qp->mb_n || done) {
+		qp->mb_stall = 0;
+		qp->mb_stall_ns = 0;
+		return done;
+	}
+	if (mb_target(qp) != mb) {
+		/* it stopped receiving, reset or went: nothing more will be
+		 * taken. While its entry names the mailbox, what is left is
+		 * taken back; once it does not, the memory is not a mailbox */
+		e = qp->mb_e;
+		if (e && atomic_load(&e->qpn) == qp->attr->dest_qp_num &&
+		    e->mb_off == qp->mb_boff) {
+			hca_mb_retract(qp);
+		} else {
+			atomic_fetch_sub_explicit(&qp->scq->mb_txp, qp->mb_n,
+						  memory_order_relaxed);
+			qp->mb_n = 0;
+			qp->mb_block = qp->sq_tail;
+		}
+		return done;
+	}
+	rnr = atomic_load_explicit(&mb->rnr, memory_order_acquire);
+	if (rnr != qp->mb_rnr_seen) {
+		qp->mb_rnr_seen = rnr;
+		if (rnr && rnr - 1 >= SQ_SLOT(qp, qp->sq_head)->mb_pos) {
+			hca_mb_retract(qp); /* the ring path answers RNR */
+			return done;
+		}
+	}
+	/* a clock read in 256 reaps that found nothing: a stall is rare */
+	if ((++qp->mb_stall & 255) && !timed && mb_stall_ns() >= 1000000)
+		return done;
+	uint64_t now = hca_now_ns();
+
+	if (!qp->mb_stall_ns)
+		qp->mb_stall_ns = now;
+	else if (now - qp->mb_stall_ns >= mb_stall_ns())
+		mb_stalled(qp);
+	return done;
+}
