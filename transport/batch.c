@@ -87,18 +87,10 @@ static struct sib_request *batch_open(sib_worker_t *w, struct sib_ep *ep)
 static struct sib_request *batched_req(sib_worker_t *w, struct sib_ep *ep,
 				       const struct sib_op_params *op)
 {
-	struct sib_request *r = sib_req_take(w);
+	struct sib_request *r = sib_req_start(w, SIB_REQ_SEND, ep);
 
 	if (!r)
 		return NULL;
-	r->kind = SIB_REQ_SEND;
-	r->w = w;
-	r->ep = ep;
-	atomic_store_explicit(&r->done, false, memory_order_relaxed);
-	r->freed = r->wild = r->early = r->posted = r->is_batch = false;
-	r->unsig_ok = r->unsig = false;
-	r->next_free = NULL;
-	r->st = (struct sib_tag_status){ 0 };
 	r->send_cb = op ? op->send_cb : NULL;
 	r->recv_cb = NULL;
 	r->cb_arg = op ? op->cb_arg : NULL;

@@ -596,6 +596,29 @@ static inline struct sib_request *sib_req_take(sib_worker_t *w)
 }
 
 /*
+ * What every request made field by field starts with (sib_req_new_send,
+ * sib_req_new_recv, batch.c's batched_req): its kind, owner and state
+ * flags, not yet done, no status.
+ */
+static inline struct sib_request *sib_req_start(sib_worker_t *w, enum sib_req_kind k,
+						struct sib_ep *ep)
+{
+	struct sib_request *r = sib_req_take(w);
+
+	if (!r)
+		return NULL;
+	r->kind = k;
+	r->w = w;
+	r->ep = ep;
+	atomic_store_explicit(&r->done, false, memory_order_relaxed);
+	r->freed = r->wild = r->early = r->posted = r->is_batch = false;
+	r->unsig_ok = r->unsig = false;
+	r->next_free = NULL;
+	r->st = (struct sib_tag_status){ 0 };
+	return r;
+}
+
+/*
  * A send request (sib_send_start's: short or eager), every field but the
  * receive's matching entry set one by one: sib_req_new's memset of ~270
  * bytes (a rep stos) was a sixth of a lone send's own cost.
@@ -603,18 +626,10 @@ static inline struct sib_request *sib_req_take(sib_worker_t *w)
 static inline struct sib_request *sib_req_new_send(sib_worker_t *w,
 						   const struct sib_op_params *op)
 {
-	struct sib_request *r = sib_req_take(w);
+	struct sib_request *r = sib_req_start(w, SIB_REQ_SEND, NULL);
 
 	if (!r)
 		return NULL;
-	r->kind = SIB_REQ_SEND;
-	r->w = w;
-	r->ep = NULL;
-	atomic_store_explicit(&r->done, false, memory_order_relaxed);
-	r->freed = r->wild = r->early = r->posted = false;
-	r->unsig_ok = r->unsig = r->is_batch = false;
-	r->next_free = NULL;
-	r->st = (struct sib_tag_status){ 0 };
 	if (op) {
 		r->send_cb = op->send_cb;
 		r->recv_cb = op->recv_cb;
@@ -649,24 +664,18 @@ static inline struct sib_request *sib_req_new_send(sib_worker_t *w,
  * A receive request: the fields a receive, its matching, its rendezvous
  * reading (rndv_rx.c), test, wait, cancel, free and completion read, set
  * one by one; the send-only ones (proto, cls, wire_len, slot, data,
- * flush_target, resends, broken_ms, batch members, posted, unsig) are
- * never read for a receive and stay as they were, and mrecv's match
+ * flush_target, resends, broken_ms, batch members) are never read for a
+ * receive and stay as they were, and mrecv's match
  * fields are the caller's. sib_req_new's memset of ~270 bytes was the
  * largest single cost of a receive (callgrind, docs/transport.md).
  */
 static inline struct sib_request *sib_req_new_recv(sib_worker_t *w,
 						   const struct sib_op_params *op)
 {
-	struct sib_request *r = sib_req_take(w);
+	struct sib_request *r = sib_req_start(w, SIB_REQ_RECV, NULL);
 
 	if (!r)
 		return NULL;
-	r->kind = SIB_REQ_RECV;
-	r->w = w;
-	r->ep = NULL;
-	atomic_store_explicit(&r->done, false, memory_order_relaxed);
-	r->freed = r->wild = r->early = r->is_batch = false;
-	r->st = (struct sib_tag_status){ 0 };
 	r->send_cb = NULL;
 	if (op) {
 		r->recv_cb = op->recv_cb;
