@@ -592,6 +592,7 @@ int hca_cq_poll(struct hca_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts)
 	int got = 0;
 	unsigned mbm = 0;
 	bool mbh = false;
+	uint64_t rx_end = UINT64_MAX;
 
 	if (n < 0) {
 		errno = EINVAL;
@@ -612,21 +613,23 @@ int hca_cq_poll(struct hca_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts)
 	poll_link(dev, cq, k);
 	/* mailboxes (mbox.c): peek before the rings, consume after them, so
 	 * that what the ring path delivered before a mailbox message comes
-	 * out first; mailbox sends taken by now are retired here */
-	if (atomic_load_explicit(&cq->mb_nrx, memory_order_relaxed) ||
-	    atomic_load_explicit(&cq->mb_txp, memory_order_relaxed))
-		mbh = hca_mb_begin(cq, &mbm);
+	 * out first; mailbox sends taken by now are retired here, and what
+	 * answers them comes out after their completions (rx_end) */
 	/* no lock: threads polling at once each pop whole entries (ring.h);
 	 * resize swaps the ring under poll_lock (see hca_cq_resize) */
-	ring = atomic_load_explicit(&cq->sq_ring, memory_order_acquire);
-	while (got < n && hca_ring_pop(ring, &c, sizeof(c)) == 0) {
+	ring = atomic_load_explicit(&cq->ring, memory_order_acquire);
+	if (atomic_load_explicit(&cq->mb_nrx, memory_order_relaxed) ||
+	    atomic_load_explicit(&cq->mb_txp, memory_order_relaxed))
+		mbh = hca_mb_begin(cq, ring, (uint32_t)n, &mbm, &rx_end);
+	struct hca_ring *own = atomic_load_explicit(&cq->sq_ring, memory_order_acquire);
+
+	while (got < n && hca_ring_pop(own, &c, sizeof(c)) == 0) {
 		hca_cqe_to_wc(&c, &wc[got]);
 		if (ts)
 			ts[got] = c.ts;
 		got++;
 	}
-	ring = atomic_load_explicit(&cq->ring, memory_order_acquire);
-	while (got < n && (slot = hca_ring_take(ring, HCA_RING_ANON, &pos))) {
+	while (got < n && (slot = hca_ring_take_below(ring, HCA_RING_ANON, &pos, rx_end))) {
 		memcpy(&c, slot, sizeof(c));
 		/* the payload lands before the completion is seen: from the
 		 * slot itself while we hold it (cq_embed.c), or from the
@@ -642,7 +645,7 @@ int hca_cq_poll(struct hca_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts)
 		got++;
 	}
 	if (mbh)
-		got = hca_mb_end(cq, mbm, n, wc, ts, got);
+		got = hca_mb_end(cq, mbm, n, wc, ts, got, rx_end != UINT64_MAX);
 	if (!got) /* nothing new for the application: owed ACKs go now */
 		hca_progress(dev, HCA_PROGRESS_ACKS_ASKED);
 	return got;

@@ -733,9 +733,10 @@ void hca_mb_open(struct hca_qp *qp);
 void hca_mb_close(struct hca_qp *qp);
 void hca_mb_retract(struct hca_qp *qp);
 void hca_mb_tx_drop(struct hca_qp *qp);
-bool hca_mb_begin(struct hca_cq *cq, unsigned *mask);
+bool hca_mb_begin(struct hca_cq *cq, struct hca_ring *ring, uint32_t n, unsigned *mask,
+		  uint64_t *rx_end);
 int hca_mb_end(struct hca_cq *cq, unsigned mask, int n, struct ibv_wc *wc, uint64_t *ts,
-	       int got);
+	       int got, bool peeked_only);
 bool hca_mb_waiting(struct hca_cq *cq);
 uint32_t hca_mb_count(struct hca_cq *cq);
 void hca_mb_sweep(struct hca_dev *dev);

@@ -49,8 +49,9 @@ struct hca_link_ops {
 	/* send a QP's WQEs as this link's packets (sq_lock held); NULL: the
 	 * engine runs the WQEs itself against the responder (shared memory) */
 	void (*sq_progress)(struct hca_qp *qp);
-	/* ... if its lock is free: a poll retiring mailbox sends (mbox.c) */
-	void (*sq_reap)(struct hca_qp *qp, bool timed);
+	/* ... if its lock is free (false: it was not): a poll retiring
+	 * mailbox sends (mbox.c) */
+	bool (*sq_reap)(struct hca_qp *qp, bool timed);
 	/* the link's address of a GID, when it has one (IPv4-mapped GIDs
 	 * for the UDP link) */
 	bool (*gid_addr)(const union ibv_gid *gid, uint32_t *addr);
@@ -105,8 +106,9 @@ extern const struct hca_link_ops *const hca_link_net;
 struct hca_engine_ops {
 	/* run a QP's send queue (the waiting list, SQD -> RTS) */
 	void (*sq_progress)(struct hca_qp *qp);
-	/* ... if its lock is free: a poll retiring mailbox sends (mbox.c) */
-	void (*sq_reap)(struct hca_qp *qp, bool timed);
+	/* ... if its lock is free (false: it was not): a poll retiring
+	 * mailbox sends (mbox.c) */
+	bool (*sq_reap)(struct hca_qp *qp, bool timed);
 	/* a request a link received, to the responder: an enum
 	 * hca_resp_status */
 	int (*deliver)(struct hca_dev *dev, struct hca_msg *m);

@@ -404,7 +404,7 @@ static enum mb_take mb_take(struct hca_cq *cq, int i, struct hca_qp *qp, struct 
 	return MB_GOT;
 }
 
-static void mb_reap_tx(struct hca_cq *cq, bool timed);
+static bool mb_reap_tx(struct hca_cq *cq, bool timed);
 
 /*
  * A message waits at the head of mailbox i (a peek, no lock); takeable:
@@ -451,24 +451,46 @@ uint32_t hca_mb_count(struct hca_cq *cq)
 	return atomic_load_explicit(&cq->mb_nrx, memory_order_relaxed) && hca_mb_waiting(cq);
 }
 
-/* The requesters of cq with mailbox sends pending: retire what was taken. */
-static void mb_reap_tx(struct hca_cq *cq, bool timed)
+/*
+ * The requesters of cq with mailbox sends pending: retire what was taken.
+ * false when one's send queue was busy (its lock held elsewhere): a send
+ * the peer has taken may then still be pending here.
+ */
+static bool mb_reap_tx(struct hca_cq *cq, bool timed)
 {
+	bool all = true;
+
 	for (int i = 0; i < HCA_MB_PER_CQ; i++) {
 		struct hca_qp *qp = atomic_load(&cq->mb_tx[i]);
 
-		if (qp)
-			hca_engine.sq_reap(qp, timed);
+		if (qp && !hca_engine.sq_reap(qp, timed))
+			all = false;
 	}
+	return all;
 }
 
 /*
  * A poll's first step: peek at the receive mailboxes (mask: which have a
  * message) and retire mailbox sends; true if it holds mb_busy, which
  * hca_mb_end gives back after the rings are drained.
+ *
+ * The order a program sees: a send of ours that went by the mailbox
+ * completes when a poll reads the receiver's consumer index, so the
+ * peer's answer to it (by its mailbox or the CQ's shared ring) can be
+ * visible before its completion is. On a wire the ACK comes first, and
+ * programs take the answer as proof their send is done (test_live_peers'
+ * nofile_pair does). So while sends of ours are pending, what this poll
+ * may return from the mailboxes and from the shared ring (*rx_end: the
+ * ring's positions below it) is only what it saw published before it
+ * read the consumer indexes: its producer took our send before, and the
+ * reap put that send's completion in the private ring, which the poll
+ * drains first. When a reap cannot run (mb_busy or a send queue's lock
+ * held), the poll returns no receive completion at all this time.
  */
-bool hca_mb_begin(struct hca_cq *cq, unsigned *mask)
+bool hca_mb_begin(struct hca_cq *cq, struct hca_ring *ring, uint32_t n, unsigned *mask,
+		  uint64_t *rx_end)
 {
+	bool txp = atomic_load_explicit(&cq->mb_txp, memory_order_relaxed);
 	unsigned m = 0;
 
 	if (atomic_load_explicit(&cq->mb_nrx, memory_order_relaxed))
@@ -476,14 +498,20 @@ bool hca_mb_begin(struct hca_cq *cq, unsigned *mask)
 			if (mb_ready(cq, i, false))
 				m |= 1u << i;
 	*mask = m;
-	if (!m && !atomic_load_explicit(&cq->mb_txp, memory_order_relaxed))
+	if (!m && !txp)
 		return false;
+	if (txp)
+		*rx_end = hca_ring_published_end(ring, n);
 	if (!busy_try(cq)) {
 		*mask = 0;
+		if (txp)
+			*rx_end = 0;
 		return false;
 	}
-	if (atomic_load_explicit(&cq->mb_txp, memory_order_relaxed))
-		mb_reap_tx(cq, false);
+	if (txp && !mb_reap_tx(cq, false)) {
+		*mask = 0;
+		*rx_end = 0;
+	}
 	return true;
 }
 
@@ -492,9 +520,14 @@ static void mb_err(struct hca_qp *qp)
 	hca_qp_to_error(qp);
 }
 
-/* Consume what hca_mb_begin peeked, after the rings; give mb_busy back. */
+/*
+ * Consume what hca_mb_begin peeked, after the rings; give mb_busy back.
+ * peeked_only: sends of ours were pending, so a mailbox gives only the
+ * message seen at the peek (what came after may answer a send not yet
+ * retired).
+ */
 int hca_mb_end(struct hca_cq *cq, unsigned mask, int n, struct ibv_wc *wc, uint64_t *ts,
-	       int got)
+	       int got, bool peeked_only)
 {
 	struct hca_qp *failed[HCA_MB_PER_CQ];
 	int nf = 0;
@@ -518,6 +551,8 @@ int hca_mb_end(struct hca_cq *cq, unsigned mask, int n, struct ibv_wc *wc, uint6
 				failed[nf++] = qp;
 				break;
 			}
+			if (peeked_only)
+				break;
 		}
 	}
 	busy_drop(cq);
@@ -537,9 +572,13 @@ static void mb_sweep_cq(struct hca_cq *cq)
 	struct hca_qp *failed[HCA_MB_PER_CQ];
 	int nf = 0;
 
-	/* sends first: what they answered came before what arrives now */
-	if (atomic_load_explicit(&cq->mb_txp, memory_order_relaxed))
-		mb_reap_tx(cq, true);
+	/* sends first: what they answered came before what arrives now
+	 * (hca_mb_begin); a send queue busy elsewhere: the next sweep */
+	if (atomic_load_explicit(&cq->mb_txp, memory_order_relaxed) &&
+	    !mb_reap_tx(cq, true)) {
+		busy_drop(cq);
+		return;
+	}
 	for (int i = 0; i < HCA_MB_PER_CQ; i++) {
 		struct hca_qp *qp = atomic_load(&cq->mb_rx[i]);
 		struct hca_cqe c;

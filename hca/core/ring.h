@@ -192,14 +192,19 @@ static inline void hca_ring_skip(struct hca_ring *r, uint64_t pos)
 }
 
 /*
- * Claim the oldest entry to read, as `who`; NULL when empty. *posp as
- * for hca_ring_reserve. Hand the slot back with hca_ring_release.
+ * Claim the oldest entry to read, as `who`, below position lim; NULL when
+ * empty (or the oldest is at lim or past it). *posp as for
+ * hca_ring_reserve. Hand the slot back with hca_ring_release.
  */
-static inline void *hca_ring_take(struct hca_ring *r, uint32_t who, uint64_t *posp)
+static inline void *hca_ring_take_below(struct hca_ring *r, uint32_t who, uint64_t *posp,
+					uint64_t lim)
 {
 	uint64_t pos = atomic_load_explicit(&r->tail, memory_order_relaxed);
 
 	for (;;) {
+		if (pos >= lim)
+			return NULL; /* published after the caller's look */
+
 		_Atomic uint64_t *slot = hca_ring_slot(r, pos);
 		uint64_t w = atomic_load_explicit(slot, memory_order_acquire);
 		int64_t d = hca_ring_dpos(w, pos);
@@ -227,6 +232,36 @@ static inline void *hca_ring_take(struct hca_ring *r, uint32_t who, uint64_t *po
 		hca_ring_advance(&r->tail, pos);
 		pos = atomic_load_explicit(&r->tail, memory_order_relaxed);
 	}
+}
+
+/* Claim the oldest entry to read (hca_ring_take_below without a bound). */
+static inline void *hca_ring_take(struct hca_ring *r, uint32_t who, uint64_t *posp)
+{
+	return hca_ring_take_below(r, who, posp, UINT64_MAX);
+}
+
+/*
+ * A look, claiming nothing: the position past the entries published
+ * from the tail on (at most max of them). An entry a consumer then takes
+ * below it was published before this look's acquire loads, so whatever
+ * its producer did before publishing is visible after them too.
+ */
+static inline uint64_t hca_ring_published_end(struct hca_ring *r, uint32_t max)
+{
+	uint64_t pos = atomic_load_explicit(&r->tail, memory_order_relaxed);
+
+	for (uint32_t seen = 0, i = 0; seen < max && i < r->cap; i++) {
+		uint64_t w = atomic_load_explicit(hca_ring_slot(r, pos), memory_order_acquire);
+		int64_t d = hca_ring_dpos(w, pos);
+		enum hca_ring_tag tag = hca_ring_tag_of(w);
+
+		if (d < 0 || (d == 0 && (tag == HCA_RING_EMPTY || tag == HCA_RING_PCLAIM)))
+			break; /* not yet published */
+		if (d == 0 && tag == HCA_RING_FULL)
+			seen++;
+		pos++; /* consumed, being consumed, skipped or counted */
+	}
+	return pos;
 }
 
 static inline void hca_ring_release(struct hca_ring *r, uint64_t pos)

@@ -90,7 +90,7 @@ extern const uint32_t hca_rnr_timer_us[32];
 
 /* req.c */
 void hca_sq_progress(struct hca_qp *qp);
-void hca_sq_reap(struct hca_qp *qp, bool timed);
+bool hca_sq_reap(struct hca_qp *qp, bool timed);
 
 /* mbox_send.c (hca/core/mbox.c states the protocol) */
 enum { HCA_MB_SEND_NO, HCA_MB_SEND_SENT, HCA_MB_SEND_WAIT };

@@ -571,13 +571,15 @@ void hca_sq_progress(struct hca_qp *qp)
 }
 
 /* A poll that retires mailbox sends (mbox.c): never waits for the lock,
- * whoever holds it runs the queue anyway. */
-void hca_sq_reap(struct hca_qp *qp, bool timed)
+ * whoever holds it runs the queue anyway. false: the lock was held, the
+ * queue was not looked at. */
+bool hca_sq_reap(struct hca_qp *qp, bool timed)
 {
 	if (pthread_mutex_trylock(&qp->sq_lock))
-		return;
+		return false;
 	if (timed && qp->mb_n)
 		hca_mb_reap(qp, true); /* the progress thread: look at the clock */
 	sq_progress_locked(qp); /* what was retracted goes by the ring */
 	pthread_mutex_unlock(&qp->sq_lock);
+	return true;
 }
