@@ -58,15 +58,13 @@
 static _Atomic int mb_max_env = -1, mb_off_env = -1, mb_on_env = -1;
 
 /*
- * The largest payload a mailbox carries: SOFTIB_MBOX_MAX. Off unless
- * SOFTIB_MBOX=1 (docs/datapath.md: a program that takes the arrival of
- * its peer's reply as proof that its own send completed can see the
- * reply first); SOFTIB_NO_MBOX=1 turns it off whatever else is set.
+ * The largest payload a mailbox carries: SOFTIB_MBOX_MAX. On unless
+ * SOFTIB_MBOX=0 or SOFTIB_NO_MBOX=1 (either turns it off).
  */
 uint32_t hca_mb_max(void)
 {
 	if (hca_env_once(&mb_off_env, "SOFTIB_NO_MBOX", 0, 0, 1) ||
-	    !hca_env_once(&mb_on_env, "SOFTIB_MBOX", 0, 0, 1))
+	    !hca_env_once(&mb_on_env, "SOFTIB_MBOX", 1, 0, 1))
 		return 0;
 	return (uint32_t)hca_env_once(&mb_max_env, "SOFTIB_MBOX_MAX", HCA_MB_DEFAULT, 0,
 				      HCA_MB_LIMIT);

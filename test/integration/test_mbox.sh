@@ -4,7 +4,7 @@
 # the threshold with every byte checked, order with ring-path WQEs
 # between, a full mailbox, RNR wait and exhaustion, the receiver's length
 # error and error state, two processes) under three settings: mailbox on
-# (SOFTIB_MBOX=1: it is off by default);
+# (the default; SOFTIB_MBOX=1 says so);
 # with every message the receiver does not take at once retracted and
 # sent again by the ring path (SOFTIB_MBOX_STALL_US=0), which exercises
 # the retract and the order of the two paths; and with the mailbox off
