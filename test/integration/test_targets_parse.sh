@@ -31,7 +31,8 @@ check "10: the worst size against one process_vm_writev (4096 B)" \
 check "10: UDP link rows at MTU 1500 from udp_vs_raw's final table" \
 	has '^10 +UDP link 8 B one-way, MTU 1500 \(us\) +6\.00 +raw UDP ping-pong +5\.00 +1\.20 .* met$' \
 		'^10 +UDP link 1 MiB bandwidth, MTU 1500 \(MB/s\) +900\.00 .* 1000\.00 +0\.90 .* missed$' \
-		'^10 +UDP link 8 B event-driven, MTU 1500 \(us\) +30\.00 .* 20\.00 +1\.50 +<= 2x +met$'
+		'^10 +UDP link 8 B event-driven, 1 CPU, MTU 1500 \(us\) +30\.00 .* 20\.00 +1\.50 +<= 2x +met$' \
+		'^10 +UDP link 8 B event-driven, 2 CPUs, MTU 1500 \(us\) +45\.00 .* 15\.00 +3\.00 +<= 2x +missed$'
 check "10: MTU 9000 absent from the output: not run, with the file to read" \
 	has "^10 +UDP link 8 B one-way, MTU 9000 .* not run: no figure in its output: see $fx/udp_vs_raw.txt$"
 check "11: libsib vs UCX tag_lat and message rate" \
@@ -54,7 +55,7 @@ check "13: mpi_vs's target lines (8 B vs vader, 2 hosts vs raw UDP, worst vs tcp
 check "every row has a verdict (met, missed or not run)" \
 	test -z "$(grep -E '^1[0-3] ' <<<"$out" | grep -Ev ' (met|missed)$| not run: ')"
 n=$(grep -cE '^1[0-3] ' <<<"$out")
-check "27 target rows for issues 10-13 ($n)" test "$n" -eq 27
+check "29 target rows for issues 10-13 ($n)" test "$n" -eq 29
 only=$(bench/targets.sh -P "$fx" -i 12 2>&1)
 check "-i 12 prints issue 12's rows only" \
 	test "$(grep -cE '^1[0-3] ' <<<"$only")" -eq "$(grep -cE '^12 ' <<<"$only")"
