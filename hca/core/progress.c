@@ -73,6 +73,26 @@ void hca_dev_wait_add(struct hca_dev *dev, struct hca_qp *qp)
 	pthread_mutex_unlock(&dev->lock);
 }
 
+/*
+ * Due timers of QPs on the UDP link are acted on after what the socket
+ * holds is read: a process that got no CPU for a while (a 2-core machine,
+ * more threads than cores) finds its retransmission timers due and its
+ * ACKs waiting, and going back first resent what had arrived — a dozen
+ * times a second in an MPI stream across hosts, ~125 packets each
+ * (docs/mpi.md, "Across hosts on a quiet machine"). Not from inside a
+ * receive (an arrival that runs the list must not read again).
+ */
+static _Thread_local bool waiting_rx;
+
+static void rx_before_timers(struct hca_dev *dev, int n)
+{
+	if (!n || waiting_rx || !atomic_load_explicit(&dev->udp_qps, memory_order_relaxed))
+		return;
+	waiting_rx = true;
+	hca_progress(dev, HCA_PROGRESS_RX);
+	waiting_rx = false;
+}
+
 void hca_dev_run_waiting(struct hca_dev *dev)
 {
 	uint64_t wake = atomic_load(&dev->next_wake_ns), now, next = 0;
@@ -108,6 +128,7 @@ void hca_dev_run_waiting(struct hca_dev *dev)
 	if (next)
 		timer_arm(dev, next, now);
 	pthread_mutex_unlock(&dev->lock);
+	rx_before_timers(dev, n);
 	for (int i = 0; i < n; i++) {
 		hca_engine.sq_progress(run[i]);
 		atomic_fetch_sub(&run[i]->pin, 1);
@@ -302,6 +323,30 @@ static void timers_reclaim(struct hca_dev *dev)
 	if (next)
 		timer_arm(dev, next, now);
 	pthread_mutex_unlock(&dev->lock);
+}
+
+/*
+ * A busy poller that posts is still a poller: a window of sends over the
+ * UDP link (64 MPI messages of 1 KiB take ~400 us of sendmsg calls) let
+ * its mark go stale, the thread took the socket back, woke for the
+ * window's ACKs and fought the application for the receive lock and, on
+ * a 2-core machine, for its CPU (the sender's thread at 25 % of a CPU,
+ * ~870 timer wake-ups a second; the rank descheduled for a millisecond
+ * now and then, and its peer going back over what had arrived). So a
+ * post extends a mark that is still fresh; it never makes one (an
+ * application that armed a CQ to sleep has none: hca_dev_link_handover).
+ */
+void hca_dev_poller_extend(struct hca_dev *dev)
+{
+	uint64_t was = atomic_load_explicit(&dev->poll_ns, memory_order_relaxed), now;
+
+	if (!was)
+		return;
+	now = hca_now_ns();
+	if (now - was < HCA_POLL_GRACE_NS && now > was)
+		atomic_compare_exchange_strong_explicit(&dev->poll_ns, &was, now,
+							memory_order_relaxed,
+							memory_order_relaxed);
 }
 
 /* The application will block (it armed a CQ): the socket is the thread's. */

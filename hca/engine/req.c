@@ -130,6 +130,8 @@ int hca_qp_post_send_ah(struct hca_qp *qp, struct ibv_send_wr *wr,
 	}
 	sq_progress_locked(qp);
 	pthread_mutex_unlock(&qp->sq_lock);
+	if (qp->udp)
+		hca_dev_poller_extend(qp->dev);
 	return rc;
 }
 
