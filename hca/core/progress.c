@@ -73,26 +73,6 @@ void hca_dev_wait_add(struct hca_dev *dev, struct hca_qp *qp)
 	pthread_mutex_unlock(&dev->lock);
 }
 
-/*
- * Due timers of QPs on the UDP link are acted on after what the socket
- * holds is read: a process that got no CPU for a while (a 2-core machine,
- * more threads than cores) finds its retransmission timers due and its
- * ACKs waiting, and going back first resent what had arrived — a dozen
- * times a second in an MPI stream across hosts, ~125 packets each
- * (docs/mpi.md, "Across hosts on a quiet machine"). Not from inside a
- * receive (an arrival that runs the list must not read again).
- */
-static _Thread_local bool waiting_rx;
-
-static void rx_before_timers(struct hca_dev *dev, int n)
-{
-	if (!n || waiting_rx || !atomic_load_explicit(&dev->udp_qps, memory_order_relaxed))
-		return;
-	waiting_rx = true;
-	hca_progress(dev, HCA_PROGRESS_RX);
-	waiting_rx = false;
-}
-
 void hca_dev_run_waiting(struct hca_dev *dev)
 {
 	uint64_t wake = atomic_load(&dev->next_wake_ns), now, next = 0;
@@ -128,7 +108,6 @@ void hca_dev_run_waiting(struct hca_dev *dev)
 	if (next)
 		timer_arm(dev, next, now);
 	pthread_mutex_unlock(&dev->lock);
-	rx_before_timers(dev, n);
 	for (int i = 0; i < n; i++) {
 		hca_engine.sq_progress(run[i]);
 		atomic_fetch_sub(&run[i]->pin, 1);
