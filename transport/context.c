@@ -21,6 +21,8 @@ static const struct sib_class_param default_classes[] = {
 	{ 256, 1024 }, { 2048, 256 }, { 8192, 128 }, { 32768, 64 },
 };
 #define DEFAULT_NCLASSES 4
+/* ... and for a process whose peers are all on other hosts */
+static const struct sib_class_param remote_class = { 131072, 16 };
 #define DEFAULT_SHORT_MAX 160
 
 static const char *const status_names[] = {
@@ -195,6 +197,8 @@ static int params_resolve(sib_context_t *c, const struct sib_context_params *p)
 	snprintf(c->device, sizeof(c->device), "%s", s ? s : "");
 	c->nclasses = DEFAULT_NCLASSES;
 	memcpy(c->classes, default_classes, sizeof(default_classes));
+	if (p && p->remote_peers_only)
+		c->classes[c->nclasses++] = remote_class;
 	if (p && p->nclasses) {
 		if (classes_check(p->classes, p->nclasses))
 			return -1;

@@ -97,6 +97,12 @@ struct sib_context_params {
 	sib_thread_mode_t thread_mode;
 	sib_progress_mode_t progress_mode;
 	int progress_mode_set;         /* 1: progress_mode given here */
+	/* 1: every peer of this process is on another host (a rank alone
+	 * on its host): the default classes gain one of 128 KiB (depth 16),
+	 * so that messages to 128 KiB go eager — one trip across hosts,
+	 * where a rendezvous takes three; on one host a rendezvous is one
+	 * copy and the defaults stay (docs/transport.md, "Size classes") */
+	int remote_peers_only;
 };
 
 SIB_API sib_status_t sib_context_create(const struct sib_context_params *p,
