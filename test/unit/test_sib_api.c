@@ -169,6 +169,37 @@ static void test_custom_classes(void)
 	CU_ASSERT_EQUAL(sib_context_destroy(c), SIB_OK);
 }
 
+/* A process with only remote peers: a fifth, 128 KiB class; classes the
+ * caller names win over it. */
+static void test_remote_class(void)
+{
+	struct sib_context_params p = { .remote_peers_only = 1 };
+	struct sib_worker_attr a;
+	sib_context_t *c;
+	sib_worker_t *x;
+
+	CU_ASSERT_FATAL(sib_context_create(&p, &c) == SIB_OK);
+	CU_ASSERT_FATAL(sib_worker_create(c, NULL, &x) == SIB_OK);
+	CU_ASSERT_EQUAL(sib_worker_query(x, &a), SIB_OK);
+	CU_ASSERT_EQUAL(a.nclasses, 5);
+	CU_ASSERT_EQUAL(a.classes[3].size, 32768);
+	CU_ASSERT_EQUAL(a.classes[4].size, 131072);
+	CU_ASSERT_EQUAL(a.classes[4].depth, 16);
+	CU_ASSERT_EQUAL(a.eager_max, 131072 - 24);
+	CU_ASSERT_EQUAL(sib_worker_destroy(x), SIB_OK);
+	CU_ASSERT_EQUAL(sib_context_destroy(c), SIB_OK);
+
+	p.nclasses = 1;
+	p.classes[0] = (struct sib_class_param){ 4096, 16 };
+	CU_ASSERT_FATAL(sib_context_create(&p, &c) == SIB_OK);
+	CU_ASSERT_FATAL(sib_worker_create(c, NULL, &x) == SIB_OK);
+	CU_ASSERT_EQUAL(sib_worker_query(x, &a), SIB_OK);
+	CU_ASSERT_EQUAL(a.nclasses, 1);
+	CU_ASSERT_EQUAL(a.eager_max, 4096 - 24);
+	CU_ASSERT_EQUAL(sib_worker_destroy(x), SIB_OK);
+	CU_ASSERT_EQUAL(sib_context_destroy(c), SIB_OK);
+}
+
 /* ---- argument validation ---- */
 
 static void test_bad_args(void)
@@ -681,7 +712,8 @@ static int add_suites(void)
 
 	if (!s || !CU_add_test(s, "status strings", test_status_strings) ||
 	    !CU_add_test(s, "parameters and named keys", test_params) ||
-	    !CU_add_test(s, "custom size classes", test_custom_classes))
+	    !CU_add_test(s, "custom size classes", test_custom_classes) ||
+	    !CU_add_test(s, "a class for remote peers only", test_remote_class))
 		return -1;
 	s = CU_add_suite("sib_self", setup, teardown);
 	if (!s || !CU_add_test(s, "argument validation", test_bad_args) ||
