@@ -328,6 +328,9 @@ struct sib_worker_attr {
 	uint64_t rndv_tx, rndv_rx; /* rendezvous completed, each side */
 	uint64_t rma_ops;          /* put / get / atomic requests issued */
 	uint64_t rma_access_errors;/* of which SIB_ERR_REMOTE_ACCESS */
+	/* receive buffers per size class: in the SRQ now, and taken and
+	 * waiting to go back (they go together when the worker is idle) */
+	uint32_t srq_posted[SIB_MAX_CLASSES], srq_waiting[SIB_MAX_CLASSES];
 };
 
 SIB_API sib_status_t sib_worker_query(sib_worker_t *w,

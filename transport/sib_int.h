@@ -142,6 +142,9 @@ struct sib_bitem {
 #define SIB_WR_RECV (1ull << 63)
 /* WRs on all send QPs at once: the CQ keeps room for them */
 #define SIB_SCQ_DEPTH 2048
+/* receive buffers given back to an SRQ in one post, at most (and never
+ * more than an eighth of the class's depth): worker.c */
+#define SIB_REPOST_BATCH 16
 /* at least one in this many short sends in a row is signalled (proto.c);
  * the SIB_SIGNAL_EVERY key, 1..64 */
 #define SIB_SIGNAL_EVERY 16
@@ -357,6 +360,10 @@ struct sib_srq_class {
 	/* per buffer: the batched AMs in it a handler kept (batch.c), plus
 	 * one while the batch is unpacked; 0 for a buffer of one message */
 	uint32_t *refs;
+	/* buffers given back and not posted yet: they go together, when the
+	 * worker finds nothing to do or when `batch` wait (worker.c) */
+	uint32_t pend[SIB_REPOST_BATCH];
+	uint32_t npend, batch;
 };
 
 struct sib_worker {
@@ -375,6 +382,7 @@ struct sib_worker {
 	struct ibv_cq *ucq;      /* the UD QP's */
 	struct sib_srq_class cls[SIB_MAX_CLASSES];
 	uint32_t nclasses;
+	uint32_t repost_pend;    /* the classes' npend, summed */
 	uint32_t max_inline;
 	/* send bounce slots (eager), registered */
 	uint8_t *sbuf;
@@ -454,6 +462,7 @@ SIB_LOCAL void sib_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)
 /* ---- worker.c ---- */
 SIB_LOCAL int sib_progress_locked(sib_worker_t *w);
 SIB_LOCAL void sib_srq_repost(sib_worker_t *w, uint32_t cls, uint32_t idx);
+SIB_LOCAL void sib_srq_flush(sib_worker_t *w);
 
 /* ---- async.c: the gate (its reasoning is there), inline here: every
  * call on a worker passes it, twice per message at least ---- */

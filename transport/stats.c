@@ -43,9 +43,12 @@ SIB_API sib_status_t sib_worker_query(sib_worker_t *w, struct sib_worker_attr *a
 	a->short_max = sib_short_max(w);
 	a->eager_max = sib_eager_max(w);
 	a->nclasses = w->nclasses;
-	for (uint32_t i = 0; i < w->nclasses; i++)
+	for (uint32_t i = 0; i < w->nclasses; i++) {
 		a->classes[i] = (struct sib_class_param){ w->cls[i].size,
 							  w->cls[i].depth };
+		a->srq_posted[i] = w->cls[i].posted;
+		a->srq_waiting[i] = w->cls[i].npend;
+	}
 	a->id = w->id;
 	a->progress_mode = w->ctx->progress_mode;
 	a->thread_mode = w->ctx->thread_mode;
