@@ -50,8 +50,10 @@ static struct ibv_context *device_open(const char *name)
  * waits in its class's list, and the list is posted as one chain when the
  * worker finds nothing to do (sib_progress_locked: the application is
  * waiting, not answering), when it holds `batch` buffers, or when the SRQ
- * runs below half its depth. `batch` is at most an eighth of the depth,
- * so the SRQ limit (a quarter) is never reached by what waits here.
+ * holds less than three quarters of its depth: a stream that fills a
+ * class (osu's window of 64 into the 64 buffers of 32 KiB) gets every
+ * buffer back at once, as before, and finds no receiver-not-ready that
+ * waiting buffers would cause. `batch` is at most an eighth of the depth.
  */
 static void srq_post_pending(sib_worker_t *w, uint32_t cls)
 {
@@ -82,7 +84,7 @@ void sib_srq_repost(sib_worker_t *w, uint32_t cls, uint32_t idx)
 
 	c->pend[c->npend++] = idx;
 	w->repost_pend++;
-	if (c->npend >= c->batch || c->posted < c->depth / 2)
+	if (c->npend >= c->batch || c->posted < c->depth - c->depth / 4)
 		srq_post_pending(w, cls);
 }
 
