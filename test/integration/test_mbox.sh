@@ -30,7 +30,10 @@ suite() {
 		pass "test_verbs_mbox, $what: $(grep -E '^ +asserts' "$log" | awk '{print $3}') asserts"
 	else
 		fail "test_verbs_mbox, $what (exit $rc)"
-		tail -n 20 "$log"
+		# which tests and asserts failed (CUnit lists them under each
+		# FAILED test), then the summary
+		grep -A12 'FAILED' "$log" | head -n 80
+		tail -n 8 "$log"
 	fi
 }
 
