@@ -290,22 +290,25 @@ static enum ibv_wc_status mb_ranges(struct hca_qp *qp, const struct mb_rwqe *w,
 	return room < len ? IBV_WC_LOC_LEN_ERR : IBV_WC_SUCCESS;
 }
 
-/* The message's bytes out of its slots, then into the ranges. */
+/*
+ * The message's bytes out of its slots into the ranges: straight from
+ * the slots, or through a bounce buffer when they wrap.
+ */
 static bool mb_copy(struct hca_qp *qp, uint64_t pos, uint32_t len,
 		    const struct hca_inl_iov *v, uint32_t nv)
 {
 	uint8_t buf[HCA_MB_LIMIT];
-	uint32_t k = 0;
+	uint32_t room;
+	const uint8_t *src = hca_mb_bytes(qp->mb_rx, pos, &room);
 
-	while (k < len) {
-		uint32_t run = k < HCA_MB_FIRST ? HCA_MB_FIRST - k : 64 - (k - HCA_MB_FIRST) % 64;
-
-		if (run > len - k)
-			run = len - k;
-		memcpy(buf + k, hca_mb_byte(qp->mb_rx, pos, k), run);
-		k += run;
+	if (!len)
+		return true;
+	if (len > room) {
+		memcpy(buf, src, room);
+		memcpy(buf + room, qp->mb_rx->slot, len - room);
+		src = buf;
 	}
-	return !len || hca_inl_copy_in(qp->dev, v, nv, len, buf);
+	return hca_inl_copy_in(qp->dev, v, nv, len, src);
 }
 
 enum mb_take { MB_NONE, MB_GOT, MB_SKIPPED };

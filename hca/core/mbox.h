@@ -12,11 +12,12 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#define HCA_MB_SLOTS 64          /* a power of two */
+#define HCA_MB_SLOTS 256         /* a power of two: 16 KiB of slots */
 #define HCA_MB_HEAD 24           /* a message's first slot, before its bytes */
 #define HCA_MB_FIRST (64 - HCA_MB_HEAD)
-#define HCA_MB_LIMIT (HCA_MB_FIRST + 7 * 64) /* SOFTIB_MBOX_MAX's ceiling */
-#define HCA_MB_DEFAULT 232       /* four slots: measured, docs/datapath.md */
+/* SOFTIB_MBOX_MAX's ceiling: a message of 64 slots, four in flight */
+#define HCA_MB_LIMIT (HCA_MB_FIRST + 63 * 64)
+#define HCA_MB_DEFAULT 1064      /* 17 slots: measured, docs/datapath.md */
 
 enum hca_mb_state { HCA_MB_EMPTY = 0, HCA_MB_READY, HCA_MB_TAKEN, HCA_MB_RETRACTED };
 #define HCA_MB_F_IMM 1u
@@ -61,13 +62,16 @@ static inline uint32_t hca_mb_nslots(uint32_t len)
 	return len <= HCA_MB_FIRST ? 1 : 1 + (len - HCA_MB_FIRST + 63) / 64;
 }
 
-/* Byte k of the message at pos lives here (slots wrap). */
-static inline uint8_t *hca_mb_byte(struct hca_mbox *mb, uint64_t pos, uint32_t k)
+/*
+ * Where the bytes of the message at pos begin, and how many of them can
+ * lie there before the ring's end; the rest continue at the first slot.
+ */
+static inline uint8_t *hca_mb_bytes(struct hca_mbox *mb, uint64_t pos, uint32_t *room)
 {
-	if (k < HCA_MB_FIRST)
-		return hca_mb_at(mb, pos)->data + k;
-	k -= HCA_MB_FIRST;
-	return (uint8_t *)hca_mb_at(mb, pos + 1 + k / 64) + k % 64;
+	uint8_t *p = hca_mb_at(mb, pos)->data;
+
+	*room = (uint32_t)((uint8_t *)&mb->slot[HCA_MB_SLOTS] - p);
+	return p;
 }
 
 #endif

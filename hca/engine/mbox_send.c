@@ -75,22 +75,25 @@ static struct hca_mbox *mb_target(struct hca_qp *qp)
 /* The payload into the slots at pos (they are free: below cons + N). */
 static void mb_fill(struct hca_mbox *mb, uint64_t pos, const struct iovec *iov, int n)
 {
-	uint32_t k = 0;
+	uint32_t room;
+	uint8_t *d = hca_mb_bytes(mb, pos, &room);
 
 	for (int i = 0; i < n; i++) {
 		const uint8_t *p = iov[i].iov_base;
-		uint32_t left = (uint32_t)iov[i].iov_len;
+		size_t left = iov[i].iov_len;
 
 		while (left) {
-			uint32_t run = k < HCA_MB_FIRST ? HCA_MB_FIRST - k
-						       : 64 - (k - HCA_MB_FIRST) % 64;
+			size_t run = left < room ? left : room;
 
-			if (run > left)
-				run = left;
-			memcpy(hca_mb_byte(mb, pos, k), p, run);
+			memcpy(d, p, run);
+			d += run;
 			p += run;
-			k += run;
 			left -= run;
+			room -= (uint32_t)run;
+			if (!room) { /* the slots wrap: on at the first */
+				d = (uint8_t *)mb->slot;
+				room = sizeof(mb->slot);
+			}
 		}
 	}
 }

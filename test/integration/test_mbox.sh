@@ -39,6 +39,7 @@ suite() {
 
 suite "mailbox on" SOFTIB_MBOX=1 SOFTIB_MBOX_STALL_US=2000
 suite "every stalled message retracted" SOFTIB_MBOX=1 SOFTIB_MBOX_STALL_US=0
+suite "mailbox at its largest (4,072 B)" SOFTIB_MBOX=1 SOFTIB_MBOX_MAX=4072
 suite "mailbox off" SOFTIB_NO_MBOX=1
 
 if command -v ibv_rc_pingpong >/dev/null; then
