@@ -401,6 +401,9 @@ void sib_host_send_done(sib_worker_t *w, struct ibv_wc *wc)
 		}
 	} else if (r->ep->failed) {
 		sib_send_finished(w, r, SIB_ERR_PEER_FAILED);
+	} else if (sib_rndv_fin_void(r)) {
+		/* a rendezvous FIN_W sent behind WRITEs that failed */
+		sib_send_finished(w, r, SIB_ERR_CANCELED);
 	} else {
 		w->c.resent++;
 		sib_list_add_tail(&h->retry, &r->qlink);

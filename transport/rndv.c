@@ -293,21 +293,77 @@ static void fin_w_send(sib_worker_t *w, struct sib_rndv_tx *t, sib_status_t st)
 		sib_request_free(c);
 }
 
+/* A WRITE piece, the posting hold or the early FIN_W has ended. */
+static void tx_out_done(sib_worker_t *w, struct sib_rndv_tx *t)
+{
+	if (--t->out)
+		return;
+	if (!t->gone && !t->fin_early)
+		fin_w_send(w, t, t->st == SIB_OK ? SIB_OK : SIB_ERR_IO);
+	tx_finish(w, t, t->st);
+}
+
 static void wpiece_done(sib_request_t *p, sib_status_t st, void *arg)
 {
 	struct sib_rndv_tx *t = arg;
-	sib_worker_t *w = p->w;
 
 	free(p->rdma);
 	p->rdma = NULL;
-	t->out--;
 	if (st != SIB_OK && t->st == SIB_OK)
 		t->st = st;
-	if (t->out)
+	tx_out_done(p->w, t);
+}
+
+/*
+ * The early FIN_W has ended. Not delivered (the peer failed, or it was
+ * voided behind a failed WRITE): the last piece out sends the FIN_W that
+ * tells the transfer's status, if the peer can still hear it.
+ */
+static void fin_early_done(sib_request_t *p, sib_status_t st, void *arg)
+{
+	struct sib_rndv_tx *t = arg;
+
+	if (st != SIB_OK) {
+		t->fin_early = false;
+		if (t->st == SIB_OK)
+			t->st = st;
+	}
+	tx_out_done(p->w, t);
+}
+
+/*
+ * Every WRITE piece is posted: the FIN_W (status OK) goes now, behind
+ * them on the same send QP, instead of after their acknowledgements (a
+ * round trip and the link's ACK delay later, across hosts). A QP delivers
+ * in order, so the receiver takes it only once the data has landed. It
+ * counts as a piece in flight. A WRITE that fails puts the QP in error,
+ * so this FIN_W comes back flushed, undelivered; host.c asks
+ * sib_rndv_fin_void before sending a flushed request again, and this one
+ * must not go (the last piece sends FIN_W with the error instead).
+ */
+static void fin_early_send(sib_worker_t *w, struct sib_rndv_tx *t)
+{
+	struct sib_hdr h = { .type = SIB_MSG_FIN_W };
+	struct sib_fin f = { .cookie = t->rid, .status = SIB_OK };
+	struct sib_op_params op = { .send_cb = fin_early_done, .cb_arg = t };
+	sib_request_t *c;
+
+	if (w->rma->destroying || t->ep->failed)
 		return;
-	if (!t->gone)
-		fin_w_send(w, t, t->st == SIB_OK ? SIB_OK : SIB_ERR_IO);
-	tx_finish(w, t, t->st);
+	t->out++;          /* before: its callback may run inside the call */
+	t->fin_early = true;
+	if (sib_send_start(t->ep, &h, &f, sizeof(f), NULL, 0, &op, &c) != SIB_OK) {
+		t->out--;
+		t->fin_early = false;
+		return;
+	}
+	sib_request_free(c);
+}
+
+bool sib_rndv_fin_void(const struct sib_request *r)
+{
+	return r->send_cb == fin_early_done &&
+	       ((const struct sib_rndv_tx *)r->cb_arg)->st != SIB_OK;
 }
 
 static void tx_write(sib_worker_t *w, struct sib_rndv_tx *t, const uint8_t *p,
@@ -370,13 +426,9 @@ static void tx_write(sib_worker_t *w, struct sib_rndv_tx *t, const uint8_t *p,
 	}
 	if (left && t->st == SIB_OK)
 		t->st = SIB_ERR_IO;
-	/* the posting hold: as if a piece completed */
-	t->out--;
-	if (!t->out) {
-		if (!t->gone)
-			fin_w_send(w, t, t->st == SIB_OK ? SIB_OK : SIB_ERR_IO);
-		tx_finish(w, t, t->st);
-	}
+	if (t->st == SIB_OK && !t->gone)
+		fin_early_send(w, t);
+	tx_out_done(w, t);   /* the posting hold: as if a piece completed */
 }
 
 static struct sib_rndv_rx *rx_find(struct sib_rma_w *rw, uint64_t rid)

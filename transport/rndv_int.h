@@ -47,10 +47,11 @@ struct sib_rndv_tx {
 	struct sib_ep *ep;
 	struct sib_request *user;
 	uint64_t len;
-	uint32_t out;            /* WRITE pieces in flight */
+	uint32_t out;            /* WRITE pieces (and the early FIN_W) in flight */
 	uint64_t rid;
 	sib_status_t st;
 	bool gone;               /* finished while pieces were in flight */
+	bool fin_early;          /* FIN_W (OK) sent behind the pieces */
 	struct sib_iov *segs;    /* my segments (WRITE variant) */
 	uint32_t nreg;
 	struct sib_reg *regs[];

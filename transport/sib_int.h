@@ -654,6 +654,7 @@ SIB_LOCAL sib_status_t sib_rndv_cancel(sib_worker_t *w, struct sib_request *r);
 SIB_LOCAL void sib_rndv_ep_failed(sib_worker_t *w, struct sib_ep *ep);
 SIB_LOCAL bool sib_rndv_am_release(sib_worker_t *w, void *data);
 SIB_LOCAL void sib_rndv_fini(sib_worker_t *w);
+SIB_LOCAL bool sib_rndv_fin_void(const struct sib_request *r);
 SIB_LOCAL size_t sib_iov_copy(const struct sib_iov *iov, size_t niov,
 			      size_t off, const void *src, size_t n);
 

@@ -41,10 +41,11 @@ death_ok() { # death_ok LOG
 }
 
 log=$SIB_TMP/rma1.log
-timeout -k 5 240 mpirun -np 3 --oversubscribe "$prog" >"$log" 2>&1
+timeout -k 5 240 mpirun -np 3 --oversubscribe -x SIB_TEST_WRITE_REFUSED=1 "$prog" \
+	>"$log" 2>&1
 rc=$?
 ok_ranks "$log" 3 || cat "$log"
-check "one host, 3 ranks: tag 0 B..64 MiB, put/get/atomics, access errors (rc $rc)" \
+check "one host, 3 ranks: tag 0 B..64 MiB, put/get/atomics, access errors, a rendezvous write refused (rc $rc)" \
 	ok_ranks "$log" 3
 
 log=$SIB_TMP/rma1k.log

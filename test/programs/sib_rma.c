@@ -14,6 +14,9 @@
  *   errors - a put outside the next rank's region and a get through an
  *            unmapped key fail with SIB_ERR_REMOTE_ACCESS; the same
  *            endpoint then puts and sends normally;
+ *   (SIB_TEST_WRITE_REFUSED=1, one host with CMA: a rendezvous whose
+ *            receiver makes its buffer read-only after its RTR: the send
+ *            ends SIB_ERR_REMOTE_ACCESS, the receive not OK)
  *   -k V   - rank V dies (SIGKILL) with a rendezvous to V+1 announced and
  *            one from V-1 to it unfinished: V+1's receive and V-1's send
  *            end with SIB_ERR_PEER_FAILED (mpirun --enable-recovery);
@@ -27,6 +30,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/mman.h>
 
 #include "transport/sib.h"   /* installed as build/include/sib.h */
 
@@ -320,6 +324,51 @@ static void sib_barrier(uint64_t tag)
 	}
 }
 
+/*
+ * A rendezvous whose receiver makes its buffer read-only after its RTR
+ * went out (one host, CMA: the sender's RDMA WRITE fails with a remote
+ * access error): the FIN_W the sender posts behind its writes comes back
+ * flushed and must not be sent again, so rank 1's receive ends with an
+ * error, never SIB_OK, and rank 0's send with the access error; the pair
+ * then talks normally. Rank 0 makes no progress until rank 1 has
+ * protected its buffer (a PMIx fence, which does not progress libsib).
+ */
+static void phase_write_refused(void)
+{
+	size_t len = 256u << 10;
+	uint8_t *src = malloc(len), *dst = NULL;
+	struct sib_tag_status ts = { 0 };
+	sib_request_t *r = NULL;
+	sib_status_t st = SIB_OK;
+
+	memset(src, 5, len);
+	if (job.rank == 1) {
+		dst = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		memset(dst, 0, len);
+		if (sib_tag_recv_nb(job.worker, dst, len, 0, 4200, ~0ull, 0, NULL, &r))
+			FAIL("receive");
+	}
+	sib_job_fence(&job);
+	if (job.rank == 0 && sib_tag_send_nb(job.eps[1], src, len, 4200, 0, NULL, &r))
+		FAIL("send");
+	if (job.rank == 1) {
+		for (int i = 0; i < 200; i++) {   /* the RTS comes, the RTR goes */
+			sib_worker_progress(job.worker);
+			usleep(1000);
+		}
+		mprotect(dst, len, PROT_READ);
+	}
+	sib_job_fence(&job);
+	if (job.rank == 0 && (st = wait_req(r, NULL)) != SIB_ERR_REMOTE_ACCESS)
+		FAIL("send whose writes were refused: %s", sib_status_string(st));
+	if (job.rank == 1 && (st = wait_req(r, &ts)) == SIB_OK)
+		FAIL("receive whose writes were refused ended OK");
+	sib_barrier(4201);
+	if (job.rank == 1)
+		munmap(dst, len);
+	free(src);
+}
+
 /* Accesses outside a region and through an unmapped key. */
 static void phase_errors(void)
 {
@@ -426,6 +475,8 @@ int main(int argc, char **argv)
 			phase_rma(4);
 		}
 		phase_errors();
+		if (getenv("SIB_TEST_WRITE_REFUSED") && job.size >= 2)
+			phase_write_refused();
 	} else {
 		phase_death((uint32_t)victim % job.size);
 	}
