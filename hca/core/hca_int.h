@@ -272,9 +272,22 @@ struct hca_cqe {
 #define HCA_INL_PROC_POOLS 64   /* pools a process may hold (32 MiB) */
 #define HCA_INL_SWEEP_NS (100ULL * 1000000ULL) /* progress-thread sweeps */
 
-/* Mailboxes per CQ (mbox.c): the first QPs made on a CQ get one. */
-#define HCA_MB_PER_CQ 4
+/* Receive mailboxes a CQ's polls scan (mbox.c): those of the first RC
+ * QPs made on it, and the lanes of its first XRC SRQs. */
+#define HCA_MB_PER_CQ 16
+#define HCA_MB_LANES 4          /* per XRC SRQ: one per requester QP bound */
 struct hca_mbox;
+struct hca_mb_lanes;
+
+/* One receive mailbox on a CQ's list: an RC QP's, or lane k of an SRQ. */
+struct hca_mb_rx {
+	struct hca_mbox *mb;
+	struct hca_qp *qp;
+	struct hca_srq *srq;
+	int k;
+	int ri;                 /* its place in the CQ's lists, or -1 */
+	uint32_t est_qpn;       /* a lane: the receive QP whose COMM_EST is out */
+};
 
 struct hca_inl_iov {
 	uint64_t addr;           /* in the CQ owner's address space */
@@ -365,14 +378,15 @@ struct hca_cq {
 	 * scan, and those whose mailbox sends its polls retire; slots
 	 * written by create and destroy (destroy then waits out mb_busy),
 	 * read by pollers and the progress thread while they hold mb_busy */
-	struct hca_qp *_Atomic mb_rx[HCA_MB_PER_CQ];
+	struct hca_mb_rx *_Atomic mb_rx[HCA_MB_PER_CQ];
 	struct hca_qp *_Atomic mb_tx[HCA_MB_PER_CQ];
 	/* ... each receive mailbox and its next position, as a poll peeks
 	 * at them without mb_busy (the box is segment memory, always mapped;
 	 * the position is written under mb_busy) */
 	struct hca_mbox *_Atomic mb_box[HCA_MB_PER_CQ];
-	struct hca_ring *_Atomic mb_rq[HCA_MB_PER_CQ]; /* its QP's receive ring */
+	struct hca_ring *_Atomic mb_rq[HCA_MB_PER_CQ]; /* its receive ring (RQ, SRQ) */
 	_Atomic uint64_t mb_pos[HCA_MB_PER_CQ];
+	uint64_t mb_lim[HCA_MB_PER_CQ]; /* a poll's: past what it peeked (mb_busy) */
 	_Atomic int mb_nrx;           /* receive slots in use: a poll's quick skip */
 	_Atomic uint32_t mb_txp;      /* mailbox sends of its QPs not yet retired */
 	_Atomic int mb_busy;          /* one mailbox scanner at a time */
@@ -404,6 +418,9 @@ struct hca_srq {
 	_Atomic int refs;       /* QPs on it */
 	struct hca_xrcd *xrcd;
 	struct hca_cq *cq;      /* XRC SRQ */
+	/* its lanes (mbox.c), after the ring in its block (NULL: none) */
+	struct hca_mb_lanes *lanes;
+	struct hca_mb_rx lane[HCA_MB_LANES];
 };
 
 /* A send WQE held by the requester until it completes. */
@@ -534,6 +551,8 @@ struct hca_qp {
 	struct hca_qp_ent *mb_e;
 	uint64_t mb_boff;
 	uint32_t mb_epoch;
+	uint32_t mb_srqn;           /* XRC: the SRQ whose lane is bound (else 0) */
+	uint32_t mb_cq;             /* the receiver's CQ: woken if armed */
 	uint64_t mb_prod, mb_cons;
 	uint32_t mb_n;
 	uint32_t mb_block;
@@ -546,6 +565,7 @@ struct hca_qp {
 	 * its place in rcq->mb_rx / mb_box / mb_pos (-1: none) */
 	struct hca_mbox *mb_rx;
 	int mb_ri;
+	struct hca_mb_rx mb_ent;    /* what rcq->mb_rx[mb_ri] points at */
 };
 
 #define HCA_COUNT_DROP(e, why) \
@@ -734,6 +754,11 @@ void hca_mb_open(struct hca_qp *qp);
 void hca_mb_close(struct hca_qp *qp);
 void hca_mb_retract(struct hca_qp *qp);
 void hca_mb_tx_drop(struct hca_qp *qp);
+bool hca_mb_still_named(struct hca_qp *qp);
+bool hca_mb_lanes_want(const struct hca_srq *srq);
+uint64_t hca_mb_lanes_block(uint64_t ring_bytes);
+void hca_mb_lanes_init(struct hca_srq *srq);
+void hca_mb_lanes_fini(struct hca_srq *srq);
 bool hca_mb_begin(struct hca_cq *cq, struct hca_ring *ring, uint32_t n, unsigned *mask,
 		  uint64_t *rx_end);
 int hca_mb_end(struct hca_cq *cq, unsigned mask, int n, struct ibv_wc *wc, uint64_t *ts,

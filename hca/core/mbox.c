@@ -86,7 +86,7 @@ static void busy_drop(struct hca_cq *cq)
 	atomic_store_explicit(&cq->mb_busy, 0, memory_order_release);
 }
 
-static int list_add(struct hca_qp *_Atomic *list, struct hca_qp *qp)
+static int tx_list_add(struct hca_qp *_Atomic *list, struct hca_qp *qp)
 {
 	for (int i = 0; i < HCA_MB_PER_CQ; i++) {
 		struct hca_qp *none = NULL;
@@ -97,6 +97,41 @@ static int list_add(struct hca_qp *_Atomic *list, struct hca_qp *qp)
 	return -1;
 }
 
+static int rx_list_add(struct hca_cq *cq, struct hca_mb_rx *x)
+{
+	for (int i = 0; i < HCA_MB_PER_CQ; i++) {
+		struct hca_mb_rx *none = NULL;
+
+		if (atomic_compare_exchange_strong(&cq->mb_rx[i], &none, x))
+			return i;
+	}
+	return -1;
+}
+
+/* A receive mailbox onto its CQ's scan (its place taken by rx_list_add). */
+static void rx_publish(struct hca_cq *cq, struct hca_mb_rx *x, struct hca_ring *rq)
+{
+	atomic_store(&cq->mb_pos[x->ri], atomic_load(&x->mb->cons));
+	atomic_store(&cq->mb_rq[x->ri], rq);
+	atomic_store(&cq->mb_box[x->ri], x->mb);
+	atomic_fetch_add(&cq->mb_nrx, 1);
+}
+
+/* ... and off it; no scanner holds it once this returns. */
+static void rx_unpublish(struct hca_cq *cq, struct hca_mb_rx *x)
+{
+	if (x->ri < 0)
+		return;
+	if (x->mb) {
+		atomic_store(&cq->mb_box[x->ri], NULL);
+		atomic_fetch_sub(&cq->mb_nrx, 1);
+	}
+	atomic_store(&cq->mb_rx[x->ri], NULL);
+	busy_take(cq);
+	busy_drop(cq);
+	x->ri = -1;
+}
+
 /*
  * At create, before the directory entry is made: does this QP get a
  * receive mailbox? Its place on the receive CQ is taken now.
@@ -104,10 +139,11 @@ static int list_add(struct hca_qp *_Atomic *list, struct hca_qp *qp)
 bool hca_mb_rx_want(struct hca_qp *qp)
 {
 	qp->mb_ri = qp->mb_ti = -1;
+	qp->mb_ent = (struct hca_mb_rx){ .qp = qp, .ri = -1 };
 	if (qp->type != IBV_QPT_RC || !qp->rcq || qp->srq || !hca_mb_max() ||
 	    (qp->rcq->flags & HCA_CQ_TIMESTAMPS))
 		return false;
-	qp->mb_ri = list_add(qp->rcq->mb_rx, qp);
+	qp->mb_ri = qp->mb_ent.ri = rx_list_add(qp->rcq, &qp->mb_ent);
 	return qp->mb_ri >= 0;
 }
 
@@ -117,40 +153,55 @@ void hca_mb_attach(struct hca_qp *qp, uint64_t mb_off)
 	if (qp->mb_ri >= 0) {
 		struct hca_cq *cq = qp->rcq;
 
-		qp->mb_rx = hca_seg_ptr(qp->dev->seg, mb_off);
+		qp->mb_rx = qp->mb_ent.mb = hca_seg_ptr(qp->dev->seg, mb_off);
 		if (!qp->mb_rx) {
 			atomic_store(&cq->mb_rx[qp->mb_ri], NULL);
-			qp->mb_ri = -1;
+			qp->mb_ri = qp->mb_ent.ri = -1;
 		} else {
 			memset(qp->mb_rx, 0, sizeof(*qp->mb_rx));
-			atomic_store(&cq->mb_pos[qp->mb_ri], 0);
-			atomic_store(&cq->mb_rq[qp->mb_ri], qp->rq);
-			atomic_store(&cq->mb_box[qp->mb_ri], qp->mb_rx);
-			atomic_fetch_add(&cq->mb_nrx, 1);
+			rx_publish(cq, &qp->mb_ent, qp->rq);
 		}
 	}
-	if (qp->type == IBV_QPT_RC && qp->scq && hca_mb_max()) {
-		qp->mb_ti = list_add(qp->scq->mb_tx, qp);
+	if ((qp->type == IBV_QPT_RC || qp->type == IBV_QPT_XRC_SEND) && qp->scq &&
+	    hca_mb_max()) {
+		qp->mb_ti = tx_list_add(qp->scq->mb_tx, qp);
 		qp->mb_tx_ok = qp->mb_ti >= 0;
 	}
+}
+
+/*
+ * Destroy: an XRC send QP gives its lane back, if every message it put
+ * there was passed (else the receiver's sweep frees it once we are gone).
+ */
+static void lane_release(struct hca_qp *qp)
+{
+	struct hca_srq_ent *s;
+	struct hca_mb_lanes *l;
+	uint64_t me;
+
+	if (!qp->mb_srqn || !qp->mb || qp->mb_n || !hca_mb_still_named(qp) ||
+	    atomic_load(&qp->mb->cons) != qp->mb_prod)
+		return;
+	s = hca_srq_lookup(qp->dev->seg, qp->mb_srqn);
+	l = s ? hca_mb_lanes_of(hca_seg_ptr(qp->dev->seg, s->ring_off)) : NULL;
+	if (!l)
+		return;
+	me = hca_mb_owner(qp->dev->slot, qp->dev->gen, qp->qpn);
+	atomic_compare_exchange_strong(&l->owner[qp->mb - l->lane], &me, 0);
+	qp->mb = NULL;
+	qp->mb_srqn = 0;
 }
 
 /* Destroy (or a failed create): off the lists, no scanner holds it. */
 void hca_mb_detach(struct hca_qp *qp)
 {
 	if (qp->mb_ri >= 0) {
-		struct hca_cq *cq = qp->rcq;
-
-		if (qp->mb_rx) {
+		if (qp->mb_rx)
 			atomic_store(&qp->mb_rx->epoch, 0);
-			atomic_store(&cq->mb_box[qp->mb_ri], NULL);
-			atomic_fetch_sub(&cq->mb_nrx, 1);
-		}
-		atomic_store(&cq->mb_rx[qp->mb_ri], NULL);
-		busy_take(cq);
-		busy_drop(cq);
+		rx_unpublish(qp->rcq, &qp->mb_ent);
 		qp->mb_ri = -1;
 	}
+	lane_release(qp);
 	if (qp->mb_ti >= 0) {
 		struct hca_cq *cq = qp->scq;
 
@@ -169,11 +220,20 @@ void hca_mb_detach(struct hca_qp *qp)
  * INIT -> RTR: a new connection. No scanner runs (mb_busy), the slots
  * and indexes start over, and the new epoch is published last.
  */
-void hca_mb_open(struct hca_qp *qp)
+static uint32_t new_epoch(struct hca_dev *dev)
 {
 	static _Atomic uint32_t epochs;
-	struct hca_mbox *mb = qp->mb_rx;
 	uint32_t ep;
+
+	do
+		ep = atomic_fetch_add(&epochs, 1) + 1 + ((uint32_t)dev->slot << 20);
+	while (!ep);
+	return ep;
+}
+
+void hca_mb_open(struct hca_qp *qp)
+{
+	struct hca_mbox *mb = qp->mb_rx;
 
 	if (!mb)
 		return;
@@ -184,10 +244,7 @@ void hca_mb_open(struct hca_qp *qp)
 	atomic_store_explicit(&mb->rnr, 0, memory_order_relaxed);
 	atomic_store_explicit(&mb->nak, 0, memory_order_relaxed);
 	atomic_store(&qp->rcq->mb_pos[qp->mb_ri], 0);
-	do
-		ep = atomic_fetch_add(&epochs, 1) + 1 + ((uint32_t)qp->dev->slot << 20);
-	while (!ep);
-	atomic_store_explicit(&mb->epoch, ep, memory_order_release);
+	atomic_store_explicit(&mb->epoch, new_epoch(qp->dev), memory_order_release);
 	busy_drop(qp->rcq);
 }
 
@@ -199,6 +256,96 @@ void hca_mb_close(struct hca_qp *qp)
 		atomic_store(&qp->mb_rx->epoch, 0);
 		busy_drop(qp->rcq);
 	}
+}
+
+/* ---- an XRC SRQ's lanes (struct hca_mb_lanes, mbox.h) ---- */
+
+static _Atomic int xrc_env = -1;
+
+/* Does this SRQ get lanes? XRC, with a CQ; SOFTIB_MBOX_XRC=0 says no. */
+bool hca_mb_lanes_want(const struct hca_srq *srq)
+{
+	return srq->xrcd && srq->cq && hca_mb_max() &&
+	       !(srq->cq->flags & HCA_CQ_TIMESTAMPS) &&
+	       hca_env_once(&xrc_env, "SOFTIB_MBOX_XRC", 1, 0, 1);
+}
+
+/* The bytes an SRQ's ring block needs for ring_bytes of ring and lanes. */
+uint64_t hca_mb_lanes_block(uint64_t ring_bytes)
+{
+	return ((ring_bytes + 63) & ~63ULL) + sizeof(struct hca_mb_lanes);
+}
+
+/*
+ * The SRQ is made (its ring's extra holds the lanes), not yet published:
+ * each lane its CQ has room to scan gets an epoch; the others keep 0,
+ * and no requester binds them.
+ */
+void hca_mb_lanes_init(struct hca_srq *srq)
+{
+	struct hca_mb_lanes *l = hca_mb_lanes_of(srq->ring);
+	struct hca_dev *dev = srq->pd->ctx->dev;
+
+	srq->lanes = l;
+	for (int k = 0; k < HCA_MB_LANES; k++)
+		srq->lane[k] = (struct hca_mb_rx){ .srq = srq, .k = k, .ri = -1 };
+	if (!l)
+		return;
+	memset(l, 0, sizeof(*l));
+	for (int k = 0; k < HCA_MB_LANES; k++) {
+		struct hca_mb_rx *x = &srq->lane[k];
+
+		x->mb = &l->lane[k];
+		x->ri = rx_list_add(srq->cq, x);
+		if (x->ri < 0)
+			continue;
+		rx_publish(srq->cq, x, srq->ring);
+		atomic_store_explicit(&x->mb->epoch, new_epoch(dev), memory_order_release);
+	}
+}
+
+/* Destroy: requesters see the epochs go; no scanner holds a lane after. */
+void hca_mb_lanes_fini(struct hca_srq *srq)
+{
+	for (int k = 0; k < HCA_MB_LANES && srq->lanes; k++) {
+		struct hca_mb_rx *x = &srq->lane[k];
+
+		if (x->ri < 0)
+			continue;
+		atomic_store(&x->mb->epoch, 0);
+		rx_unpublish(srq->cq, x);
+	}
+}
+
+/*
+ * The sweep (mb_busy held, the lane just drained): a lane whose QP is
+ * gone (its process dead, or the number no longer its) is free again.
+ * Its messages were all taken, or are lost with their sender; the next
+ * requester binds at the consumer index.
+ */
+static void lanes_sweep(struct hca_dev *dev, struct hca_cq *cq, int i, struct hca_mb_rx *x)
+{
+	_Atomic uint64_t *ow = &x->srq->lanes->owner[x->k];
+	uint64_t o = atomic_load(ow), pos, w;
+	uint16_t slot = (uint16_t)(o >> 48);
+	uint32_t gen = (uint32_t)(o >> 24) & 0xffffff, qpn = (uint32_t)o & 0xffffff;
+	struct hca_qp_ent *e;
+
+	if (!o)
+		return;
+	e = hca_qp_lookup(dev->seg, qpn);
+	if (e && atomic_load(&e->qpn) == qpn && e->owner == slot &&
+	    (e->owner_gen & 0xffffff) == gen && hca_peer_check(dev, slot, e->owner_gen) != HCA_LIVE_DEAD)
+		return;
+	/* freed once every message it put was passed: the next owner puts
+	 * its first at the stored position, which a message half written
+	 * by a dead one is at (or past, unreleased): it is overwritten */
+	pos = atomic_load_explicit(&cq->mb_pos[i], memory_order_relaxed);
+	w = atomic_load_explicit(&hca_mb_at(x->mb, pos)->word, memory_order_acquire);
+	if ((int64_t)(pos - atomic_load_explicit(&x->mb->prod, memory_order_relaxed)) < 0 ||
+	    w == hca_mb_word(pos, HCA_MB_READY))
+		return;
+	atomic_compare_exchange_strong(ow, &o, 0);
 }
 
 #define SQ_SLOT(qp, i) (&(qp)->sq[(i) & ((qp)->cap.max_send_wr - 1)])
@@ -230,15 +377,33 @@ void hca_mb_retract(struct hca_qp *qp)
 	qp->mb_block = qp->sq_tail;
 }
 
-/* Requester (sq_lock held): the QP errs or resets; nothing is pending. */
-void hca_mb_tx_drop(struct hca_qp *qp)
+/*
+ * Requester: whether the mailbox bound is still the one its receiver's
+ * entry names (an RC QP's, or a lane of the XRC SRQ): while it is, the
+ * memory is a mailbox and a retract may write it.
+ */
+bool hca_mb_still_named(struct hca_qp *qp)
 {
 	struct hca_qp_ent *e = qp->mb_e;
 
+	if (qp->mb_srqn) {
+		struct hca_srq_ent *s = hca_srq_lookup(qp->dev->seg, qp->mb_srqn);
+		struct hca_mb_lanes *l = s && s->ring_off ?
+			hca_mb_lanes_of(hca_seg_ptr(qp->dev->seg, s->ring_off)) : NULL;
+
+		return l && qp->mb && (char *)qp->mb >= (char *)l->lane &&
+		       (char *)qp->mb < (char *)(l->lane + HCA_MB_LANES);
+	}
+	return e && atomic_load(&e->qpn) == qp->attr->dest_qp_num &&
+	       e->mb_off == qp->mb_boff;
+}
+
+/* Requester (sq_lock held): the QP errs or resets; nothing is pending. */
+void hca_mb_tx_drop(struct hca_qp *qp)
+{
 	if (qp->mb_n) {
 		/* only while the target's entry still names the mailbox */
-		if (e && atomic_load(&e->qpn) == qp->attr->dest_qp_num &&
-		    e->mb_off == qp->mb_boff)
+		if (hca_mb_still_named(qp))
 			hca_mb_retract(qp);
 		atomic_fetch_sub_explicit(&qp->scq->mb_txp, qp->mb_n, memory_order_relaxed);
 		qp->mb_n = 0;
@@ -246,6 +411,7 @@ void hca_mb_tx_drop(struct hca_qp *qp)
 	qp->mb_block = qp->sq_tail;
 	qp->mb = NULL;
 	qp->mb_epoch = 0;
+	qp->mb_srqn = 0;
 }
 
 /* ---- the receiver ---- */
@@ -262,7 +428,7 @@ struct mb_rwqe {
 };
 
 /* The receive WQE's ranges for len bytes, checked as the responder does. */
-static enum ibv_wc_status mb_ranges(struct hca_qp *qp, const struct mb_rwqe *w,
+static enum ibv_wc_status mb_ranges(struct hca_dev *dev, uint32_t pd, const struct mb_rwqe *w,
 				    uint32_t len, struct hca_inl_iov *v, uint32_t *nv)
 {
 	uint64_t room = 0;
@@ -275,9 +441,9 @@ static enum ibv_wc_status mb_ranges(struct hca_qp *qp, const struct mb_rwqe *w,
 
 		if (!s->length)
 			continue;
-		mr = hca_mr_lookup(qp->dev->seg, s->lkey);
-		if (!mr || mr->owner != qp->dev->slot || mr->owner_gen != qp->dev->gen ||
-		    mr->pd != qp->pd->id || !(mr->access & IBV_ACCESS_LOCAL_WRITE) ||
+		mr = hca_mr_lookup(dev->seg, s->lkey);
+		if (!mr || mr->owner != dev->slot || mr->owner_gen != dev->gen ||
+		    mr->pd != pd || !(mr->access & IBV_ACCESS_LOCAL_WRITE) ||
 		    s->addr < mr->iova || s->length > mr->length ||
 		    s->addr - mr->iova > mr->length - s->length)
 			return IBV_WC_LOC_PROT_ERR;
@@ -294,42 +460,146 @@ static enum ibv_wc_status mb_ranges(struct hca_qp *qp, const struct mb_rwqe *w,
  * The message's bytes out of its slots into the ranges: straight from
  * the slots, or through a bounce buffer when they wrap.
  */
-static bool mb_copy(struct hca_qp *qp, uint64_t pos, uint32_t len,
+static bool mb_copy(struct hca_dev *dev, struct hca_mbox *mb, uint64_t pos, uint32_t len,
 		    const struct hca_inl_iov *v, uint32_t nv)
 {
 	uint8_t buf[HCA_MB_LIMIT];
 	uint32_t room;
-	const uint8_t *src = hca_mb_bytes(qp->mb_rx, pos, &room);
+	const uint8_t *src = hca_mb_bytes(mb, pos, &room);
 
 	if (!len)
 		return true;
 	if (len > room) {
 		memcpy(buf, src, room);
-		memcpy(buf + room, qp->mb_rx->slot, len - room);
+		memcpy(buf + room, mb->slot, len - room);
 		src = buf;
 	}
-	return hca_inl_copy_in(qp->dev, v, nv, len, src);
+	return hca_inl_copy_in(dev, v, nv, len, src);
+}
+
+/*
+ * Whether the mailbox's receiver takes messages now: an RC QP in a
+ * receiving state (*qs: that state), an SRQ not in error.
+ */
+static bool rx_receives(const struct hca_mb_rx *x, uint8_t *qs)
+{
+	if (x->qp) {
+		*qs = atomic_load(&x->qp->ent->state);
+		return state_receives(*qs);
+	}
+	*qs = IBV_QPS_RTS;
+	return !atomic_load(&x->srq->ent->error);
+}
+
+static struct hca_ring *rx_ring(const struct hca_mb_rx *x, uint32_t *body)
+{
+	if (x->qp) {
+		*body = hca_rwqe_body(x->qp->cap.max_recv_sge);
+		return x->qp->rq;
+	}
+	*body = hca_rwqe_body(x->srq->max_sge);
+	return x->srq->ring;
+}
+
+/* The SRQ limit event is one-shot: it disarms as it fires (as resp.c's). */
+static void lane_srq_limit(struct hca_srq *srq)
+{
+	uint32_t limit = atomic_load(&srq->ent->limit);
+
+	if (limit && hca_ring_count(srq->ring) < limit && atomic_exchange(&srq->ent->limit, 0))
+		hca_raise_srq_event(srq->pd->ctx->dev, srq->idx, IBV_EVENT_SRQ_LIMIT_REACHED);
+}
+
+/* The completion's fields that name the connection. */
+static void rx_names(const struct hca_mb_rx *x, struct hca_cqe *c)
+{
+	if (x->qp) {
+		c->qp_num = x->qp->qpn;
+		c->src_qp = x->qp->attr->dest_qp_num;
+		return;
+	}
+	c->qp_num = atomic_load_explicit(&x->srq->lanes->tgt_qpn[x->k], memory_order_relaxed);
+	c->src_qp = atomic_load_explicit(&x->srq->lanes->src_qpn[x->k], memory_order_relaxed);
+}
+
+/*
+ * An XRC receive QP's first message establishes it (the event goes to
+ * the QP's owner, as the ring path's responder raises it); a lane
+ * remembers which one it did that for.
+ */
+static void lane_est(struct hca_dev *dev, struct hca_mb_rx *x, uint32_t tgt)
+{
+	struct hca_qp_ent *e;
+
+	if (x->est_qpn == tgt)
+		return;
+	e = hca_qp_lookup(dev->seg, tgt);
+	if (!e)
+		return;
+	if (atomic_load(&e->state) == IBV_QPS_RTR && !atomic_exchange(&e->comm_est, 1))
+		hca_raise_qp_event(dev, e, IBV_EVENT_COMM_EST);
+	x->est_qpn = tgt;
+}
+
+/* An RC QP counts what it received and establishes on the first. */
+static void rx_count(struct hca_mb_rx *x, uint8_t qs, uint32_t len, uint32_t tgt)
+{
+	struct hca_qp *qp = x->qp;
+
+	if (!qp) {
+		lane_est(x->srq->pd->ctx->dev, x, tgt);
+		return;
+	}
+	atomic_fetch_add_explicit(&qp->ent->rx_msgs, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&qp->ent->rx_bytes, len, memory_order_relaxed);
+	if (qs == IBV_QPS_RTR && !atomic_exchange(&qp->ent->comm_est, 1))
+		hca_raise_qp_event(qp->dev, qp->ent, IBV_EVENT_COMM_EST);
 }
 
 enum mb_take { MB_NONE, MB_GOT, MB_SKIPPED };
 
 /*
- * The message at the mailbox's head (mb_busy held): MB_GOT with its
- * completion in *c (*err: the QP must go to the error state), MB_NONE
- * when there is none to take now, MB_SKIPPED when retracted ones were
- * passed over (the caller stops: their replacements go by the ring).
+ * The message at the head of mailbox i (mb_busy held): MB_GOT with its
+ * completion in *c (*err: the receiving QP must go to the error state),
+ * MB_NONE when there is none to take now, MB_SKIPPED when retracted ones
+ * were passed over (the caller stops: their replacements go by the ring).
  */
-static enum mb_take mb_take(struct hca_cq *cq, int i, struct hca_qp *qp, struct hca_cqe *c,
-			    bool *err)
+/* A message taken, its position not yet given back (mb_commit). */
+struct mb_done {
+	uint64_t pos;           /* past it */
+	uint32_t flags, scq;
+};
+
+/*
+ * The message is out (in the application's completions, or pushed into
+ * the CQ's ring): its slots go back, and a requester that waits for them
+ * may go on — with a ring-path message, say, which must come after it.
+ */
+static void mb_commit(struct hca_cq *cq, int i, struct hca_mb_rx *x, const struct mb_done *d)
 {
-	struct hca_mbox *mb = qp->mb_rx;
+	atomic_store_explicit(&cq->mb_pos[i], d->pos, memory_order_relaxed);
+	atomic_store_explicit(&x->mb->cons, d->pos, memory_order_release);
+	/* a requester asleep on its send CQ learns that its send is done:
+	 * cons out, then its CQ's armed flag (its arm fences too) */
+	if (d->flags & HCA_MB_F_SIGNALED) {
+		atomic_thread_fence(memory_order_seq_cst);
+		hca_cq_wake_at(cq->ctx->dev, d->scq, false);
+	}
+}
+
+static enum mb_take mb_take(struct hca_cq *cq, int i, struct hca_mb_rx *x, uint64_t lim,
+			    struct hca_cqe *c, bool *err, struct mb_done *d)
+{
+	struct hca_mbox *mb = x->mb;
+	struct hca_dev *dev = cq->ctx->dev;
 	uint64_t pos = atomic_load_explicit(&cq->mb_pos[i], memory_order_relaxed);
 	struct hca_mb_slot *s = hca_mb_at(mb, pos);
 	uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
 	struct hca_inl_iov v[HCA_MAX_SGE];
 	enum ibv_wc_status st;
+	struct hca_ring *rq;
 	struct mb_rwqe rw;
-	uint32_t nv, len, n, flags, scq;
+	uint32_t nv, len, n, flags, scq, body;
 	uint8_t qs;
 
 	if (w >> 8 != pos || !atomic_load_explicit(&mb->epoch, memory_order_relaxed))
@@ -345,10 +615,10 @@ static enum mb_take mb_take(struct hca_cq *cq, int i, struct hca_qp *qp, struct 
 		atomic_store_explicit(&mb->cons, pos, memory_order_release);
 		return MB_SKIPPED;
 	}
-	qs = atomic_load(&qp->ent->state);
-	if ((w & 0xff) != HCA_MB_READY || !state_receives(qs))
+	if ((w & 0xff) != HCA_MB_READY || (int64_t)(pos - lim) >= 0 || !rx_receives(x, &qs))
 		return MB_NONE;
-	if (!hca_ring_count(qp->rq)) {
+	rq = rx_ring(x, &body);
+	if (!hca_ring_count(rq)) {
 		/* RNR: the requester retracts, and the ring path answers */
 		if (atomic_load_explicit(&mb->rnr, memory_order_relaxed) != pos + 1)
 			atomic_store_explicit(&mb->rnr, pos + 1, memory_order_release);
@@ -358,12 +628,15 @@ static enum mb_take mb_take(struct hca_cq *cq, int i, struct hca_qp *qp, struct 
 						     hca_mb_word(pos, HCA_MB_TAKEN),
 						     memory_order_acquire, memory_order_relaxed))
 		return MB_NONE; /* retracted meanwhile: the next look skips it */
-	if (hca_ring_pop(qp->rq, &rw, hca_rwqe_body(qp->cap.max_recv_sge))) {
-		/* flushed meanwhile: give it back, the requester may retract it */
+	if (hca_ring_pop(rq, &rw, body)) {
+		/* flushed (or, an SRQ, taken by the ring path) meanwhile: give
+		 * it back, the requester may retract it */
 		atomic_store_explicit(&s->word, hca_mb_word(pos, HCA_MB_READY),
 				      memory_order_release);
 		return MB_NONE;
 	}
+	if (x->srq)
+		lane_srq_limit(x->srq);
 	n = s->nslots;
 	len = s->len;
 	flags = s->flags;
@@ -372,13 +645,13 @@ static enum mb_take mb_take(struct hca_cq *cq, int i, struct hca_qp *qp, struct 
 		n = n && n <= HCA_MB_SLOTS ? n : 1;
 		st = IBV_WC_LOC_PROT_ERR; /* not what a requester writes */
 	} else {
-		st = mb_ranges(qp, &rw, len, v, &nv);
-		if (st == IBV_WC_SUCCESS && !mb_copy(qp, pos, len, v, nv))
+		st = mb_ranges(dev, x->qp ? x->qp->pd->id : x->srq->pd->id, &rw, len, v, &nv);
+		if (st == IBV_WC_SUCCESS && !mb_copy(dev, mb, pos, len, v, nv))
 			st = IBV_WC_LOC_PROT_ERR;
 	}
 	*c = (struct hca_cqe){ .wr_id = rw.h.wr_id, .status = st, .opcode = IBV_WC_RECV,
-			       .byte_len = len, .qp_num = qp->qpn,
-			       .src_qp = qp->attr->dest_qp_num, .slid = qp->dev->lid };
+			       .byte_len = len, .slid = dev->lid };
+	rx_names(x, c);
 	if (flags & HCA_MB_F_IMM) {
 		c->imm = s->imm;
 		c->wc_flags = IBV_WC_WITH_IMM;
@@ -389,19 +662,8 @@ static enum mb_take mb_take(struct hca_cq *cq, int i, struct hca_qp *qp, struct 
 				      (st == IBV_WC_LOC_LEN_ERR ? IBV_WC_REM_INV_REQ_ERR
 								: IBV_WC_REM_OP_ERR),
 				      memory_order_relaxed);
-	pos += n;
-	atomic_store_explicit(&cq->mb_pos[i], pos, memory_order_relaxed);
-	atomic_store_explicit(&mb->cons, pos, memory_order_release);
-	/* a requester asleep on its send CQ learns that its send is done:
-	 * cons out, then its CQ's armed flag (its arm fences too) */
-	if (flags & HCA_MB_F_SIGNALED) {
-		atomic_thread_fence(memory_order_seq_cst);
-		hca_cq_wake_at(qp->dev, scq, false);
-	}
-	atomic_fetch_add_explicit(&qp->ent->rx_msgs, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&qp->ent->rx_bytes, len, memory_order_relaxed);
-	if (qs == IBV_QPS_RTR && !atomic_exchange(&qp->ent->comm_est, 1))
-		hca_raise_qp_event(qp->dev, qp->ent, IBV_EVENT_COMM_EST);
+	*d = (struct mb_done){ .pos = pos + n, .flags = flags, .scq = scq };
+	rx_count(x, qs, len, c->qp_num);
 	return MB_GOT;
 }
 
@@ -488,6 +750,30 @@ static bool mb_reap_tx(struct hca_cq *cq, bool timed)
  * drains first. When a reap cannot run (mb_busy or a send queue's lock
  * held), the poll returns no receive completion at all this time.
  */
+/*
+ * Past the messages published at the head of mailbox i now (at most 16):
+ * a poll takes only those. One published later may come after a message
+ * of the ring path that this poll's drain did not see: its requester put
+ * it there once we had taken the one before (docs/datapath.md).
+ */
+static uint64_t peek_end(struct hca_cq *cq, int i)
+{
+	struct hca_mbox *mb = atomic_load_explicit(&cq->mb_box[i], memory_order_acquire);
+	uint64_t pos = atomic_load_explicit(&cq->mb_pos[i], memory_order_relaxed);
+
+	for (int k = 0; mb && k < 16; k++) {
+		struct hca_mb_slot *s = hca_mb_at(mb, pos);
+		uint32_t n;
+
+		if (atomic_load_explicit(&s->word, memory_order_acquire) !=
+		    hca_mb_word(pos, HCA_MB_READY))
+			break;
+		n = s->nslots;
+		pos += n && n <= HCA_MB_SLOTS ? n : 1;
+	}
+	return pos;
+}
+
 bool hca_mb_begin(struct hca_cq *cq, struct hca_ring *ring, uint32_t n, unsigned *mask,
 		  uint64_t *rx_end)
 {
@@ -513,12 +799,44 @@ bool hca_mb_begin(struct hca_cq *cq, struct hca_ring *ring, uint32_t n, unsigned
 		*mask = 0;
 		*rx_end = 0;
 	}
+	for (int i = 0; i < HCA_MB_PER_CQ; i++)
+		if (*mask & 1u << i)
+			cq->mb_lim[i] = peek_end(cq, i);
 	return true;
 }
 
-static void mb_err(struct hca_qp *qp)
+/* A receive that failed: whose QP must go to the error state. */
+struct mb_fail {
+	struct hca_qp *qp;      /* RC: the receiving QP */
+	uint32_t tgt;           /* a lane: the XRC receive QP, by number */
+};
+
+static struct mb_fail fail_of(const struct hca_mb_rx *x, const struct hca_cqe *c)
 {
-	hca_qp_to_error(qp);
+	return (struct mb_fail){ .qp = x->qp, .tgt = x->qp ? 0 : c->qp_num };
+}
+
+/*
+ * The QP errs once its completion is out (the flushes come after). An
+ * XRC receive QP is the domain's: its entry goes to the error state and
+ * its owner is told to flush, as the ring path's responder does.
+ */
+static void mb_err(struct hca_dev *dev, const struct mb_fail *f)
+{
+	struct hca_qp_ent *e;
+
+	if (f->qp) {
+		hca_qp_to_error(f->qp);
+		return;
+	}
+	e = hca_qp_lookup(dev->seg, f->tgt);
+	if (e && atomic_load(&e->qpn) == f->tgt) {
+		struct hca_db_msg m = { .kind = HCA_DB_QP_FLUSH,
+					.idx = f->tgt & (HCA_MAX_QP - 1), .id = f->tgt };
+
+		atomic_store(&e->state, IBV_QPS_ERR);
+		hca_dev_notify(dev, e->owner, e->owner_gen, &m, sizeof(m));
+	}
 }
 
 /*
@@ -530,26 +848,35 @@ static void mb_err(struct hca_qp *qp)
 int hca_mb_end(struct hca_cq *cq, unsigned mask, int n, struct ibv_wc *wc, uint64_t *ts,
 	       int got, bool peeked_only)
 {
-	struct hca_qp *failed[HCA_MB_PER_CQ];
+	struct mb_fail failed[HCA_MB_PER_CQ];
 	int nf = 0;
 
-	for (int i = 0; i < HCA_MB_PER_CQ && got < n; i++) {
-		struct hca_qp *qp;
+	/* what the ring path published before a message we peeked must come
+	 * out first: if the drain left any (it stops at an entry another
+	 * producer has claimed and not yet published, and at n), the
+	 * mailboxes wait for the next poll */
+	if (mask && hca_ring_any_full(atomic_load_explicit(&cq->ring, memory_order_acquire)))
+		mask = 0;
 
-		if (!(mask & 1u << i) || !(qp = atomic_load(&cq->mb_rx[i])) || !qp->mb_rx)
+	for (int i = 0; i < HCA_MB_PER_CQ && got < n; i++) {
+		struct hca_mb_rx *x;
+
+		if (!(mask & 1u << i) || !(x = atomic_load(&cq->mb_rx[i])) || !x->mb)
 			continue;
 		while (got < n) {
 			struct hca_cqe c;
+			struct mb_done d;
 			bool err = false;
 
-			if (mb_take(cq, i, qp, &c, &err) != MB_GOT)
+			if (mb_take(cq, i, x, cq->mb_lim[i], &c, &err, &d) != MB_GOT)
 				break;
 			hca_cqe_to_wc(&c, &wc[got]);
+			mb_commit(cq, i, x, &d);
 			if (ts)
 				ts[got] = 0;
 			got++;
 			if (err) {
-				failed[nf++] = qp;
+				failed[nf++] = fail_of(x, &c);
 				break;
 			}
 			if (peeked_only)
@@ -557,20 +884,23 @@ int hca_mb_end(struct hca_cq *cq, unsigned mask, int n, struct ibv_wc *wc, uint6
 		}
 	}
 	busy_drop(cq);
-	/* the QP errs once its completion is out: the flushes come after */
 	for (int k = 0; k < nf; k++)
-		mb_err(failed[k]);
+		mb_err(cq->ctx->dev, &failed[k]);
 	return got;
 }
+
+static void lanes_sweep(struct hca_dev *dev, struct hca_cq *cq, int i, struct hca_mb_rx *x);
 
 /*
  * Progress thread: messages of a process that does not poll land in its
  * receive buffers all the same, their completions in the CQ's ring (as
- * the ring path's would). At the inline sweep's pace.
+ * the ring path's would). At the inline sweep's pace. A lane whose QP is
+ * gone is freed for another.
  */
 static void mb_sweep_cq(struct hca_cq *cq)
 {
-	struct hca_qp *failed[HCA_MB_PER_CQ];
+	struct hca_dev *dev = cq->ctx->dev;
+	struct mb_fail failed[HCA_MB_PER_CQ];
 	int nf = 0;
 
 	/* sends first: what they answered came before what arrives now
@@ -581,26 +911,30 @@ static void mb_sweep_cq(struct hca_cq *cq)
 		return;
 	}
 	for (int i = 0; i < HCA_MB_PER_CQ; i++) {
-		struct hca_qp *qp = atomic_load(&cq->mb_rx[i]);
+		struct hca_mb_rx *x = atomic_load(&cq->mb_rx[i]);
 		struct hca_cqe c;
+		struct mb_done d;
 		bool err = false;
 		enum mb_take t;
 
-		if (!qp || !qp->mb_rx)
+		if (!x || !x->mb)
 			continue;
-		while ((t = mb_take(cq, i, qp, &c, &err)) != MB_NONE) {
+		while ((t = mb_take(cq, i, x, UINT64_MAX, &c, &err, &d)) != MB_NONE) {
 			if (t == MB_SKIPPED)
 				continue;
-			hca_cq_push(qp->dev, cq->idx, &c, false);
+			hca_cq_push(dev, cq->idx, &c, false);
+			mb_commit(cq, i, x, &d); /* after: it came first */
 			if (err) {
-				failed[nf++] = qp;
+				failed[nf++] = fail_of(x, &c);
 				break;
 			}
 		}
+		if (x->srq)
+			lanes_sweep(dev, cq, i, x);
 	}
 	busy_drop(cq);
 	for (int k = 0; k < nf; k++)
-		mb_err(failed[k]);
+		mb_err(dev, &failed[k]);
 }
 
 void hca_mb_sweep(struct hca_dev *dev)

@@ -12,6 +12,9 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "hca_int.h"
+#include "ring.h"
+
 #define HCA_MB_SLOTS 256         /* a power of two: 16 KiB of slots */
 #define HCA_MB_HEAD 24           /* a message's first slot, before its bytes */
 #define HCA_MB_FIRST (64 - HCA_MB_HEAD)
@@ -38,7 +41,12 @@ struct hca_mbox {
 	/* the receiver's, at each open (INIT -> RTR): nonzero; the sender
 	 * binds to it and sees a reopen as a new connection */
 	_Atomic uint32_t epoch;
-	uint32_t pad0[15];
+	uint32_t pad0;
+	/* a lane's: the requester's next position, stored after each of its
+	 * messages (a QP that comes back to its lane, or the next to claim
+	 * it, starts there: never below a slot not yet passed) */
+	_Atomic uint64_t prod;
+	uint64_t pad1a[6];
 	/* the receiver's, as it consumes: read by the sender's polls */
 	_Atomic uint64_t cons;   /* positions consumed (or skipped) */
 	_Atomic uint64_t rnr;    /* pos + 1 of a message found with no WQE */
@@ -46,6 +54,39 @@ struct hca_mbox {
 	uint64_t pad1[5];
 	struct hca_mb_slot slot[HCA_MB_SLOTS];
 };
+
+/*
+ * An XRC SRQ's lanes, after its ring in its heap block (struct hca_ring's
+ * extra): each a mailbox that one requester QP of this host claims by CAS
+ * of its owner word (0 -> hca_mb_owner) and keeps while it lives; the
+ * SRQ's owner consumes every lane as it polls the SRQ's CQ, and frees
+ * the lanes of QPs that are gone (its sweep). tgt_qpn (the XRC receive
+ * QP the requester is connected to) and src_qpn are the claimer's,
+ * written before its first message (whose word's release covers them):
+ * the receive completion's qp_num and src_qp, as the ring path gives.
+ */
+struct hca_mb_lanes {
+	_Atomic uint64_t owner[HCA_MB_LANES];
+	_Atomic uint32_t tgt_qpn[HCA_MB_LANES];
+	_Atomic uint32_t src_qpn[HCA_MB_LANES];
+	uint8_t pad[64 - HCA_MB_LANES * 16];
+	struct hca_mbox lane[HCA_MB_LANES];
+};
+
+static inline uint64_t hca_mb_owner(uint16_t slot, uint32_t gen, uint32_t qpn)
+{
+	return (uint64_t)slot << 48 | (uint64_t)(gen & 0xffffff) << 24 | (qpn & 0xffffff);
+}
+
+/* Where the lanes of an SRQ's ring block are (NULL: it has none). */
+static inline struct hca_mb_lanes *hca_mb_lanes_of(struct hca_ring *r)
+{
+	uint64_t at = (hca_ring_bytes(r->cap, r->stride - 8) + 63) & ~63ULL;
+
+	if (r->extra < at - hca_ring_bytes(r->cap, r->stride - 8) + sizeof(struct hca_mb_lanes))
+		return NULL;
+	return (struct hca_mb_lanes *)((char *)r + at);
+}
 
 static inline uint64_t hca_mb_word(uint64_t pos, unsigned st)
 {

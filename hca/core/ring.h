@@ -264,6 +264,26 @@ static inline uint64_t hca_ring_published_end(struct hca_ring *r, uint32_t max)
 	return pos;
 }
 
+/*
+ * Whether an entry is published and not yet taken, from the tail to the
+ * head: a consumer's take stops at an entry claimed but not yet
+ * published (its producer is between the two), and entries published
+ * behind that one wait with it.
+ */
+static inline bool hca_ring_any_full(struct hca_ring *r)
+{
+	uint64_t pos = atomic_load_explicit(&r->tail, memory_order_relaxed);
+	uint64_t end = atomic_load_explicit(&r->head, memory_order_relaxed);
+
+	for (uint32_t i = 0; pos < end && i < r->cap; pos++, i++) {
+		uint64_t w = atomic_load_explicit(hca_ring_slot(r, pos), memory_order_acquire);
+
+		if (hca_ring_dpos(w, pos) == 0 && hca_ring_tag_of(w) == HCA_RING_FULL)
+			return true;
+	}
+	return false;
+}
+
 static inline void hca_ring_release(struct hca_ring *r, uint64_t pos)
 {
 	atomic_store_explicit(hca_ring_slot(r, pos),

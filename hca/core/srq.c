@@ -45,7 +45,9 @@ static int srq_publish(struct hca_dev *dev, struct hca_srq *srq)
 {
 	struct hca_seg *seg = dev->seg;
 	uint32_t cap = 1u << hca_ilog2_ceil(srq->max_wr);
-	uint64_t bytes = hca_ring_bytes(cap, hca_rwqe_body(srq->max_sge)), off;
+	uint64_t ring = hca_ring_bytes(cap, hca_rwqe_body(srq->max_sge)), off;
+	bool lanes = hca_mb_lanes_want(srq);
+	uint64_t bytes = lanes ? hca_mb_lanes_block(ring) : ring;
 	uint32_t idx = HCA_NONE;
 
 	/* next fit from the hint, as memory keys: a freed number's index
@@ -67,6 +69,7 @@ static int srq_publish(struct hca_dev *dev, struct hca_srq *srq)
 	if (!(off = hca_dev_heap_alloc(dev, bytes)))
 		return ENOMEM;
 	hca_ring_init(hca_seg_ptr(seg, off), cap, hca_rwqe_body(srq->max_sge));
+	((struct hca_ring *)hca_seg_ptr(seg, off))->extra = bytes - ring;
 	e->ring_off = off; /* from here a death leaves it to the reclaim */
 	seg->srq_hint = idx + 1;
 	e->pd = srq->pd->id;
@@ -85,6 +88,8 @@ static int srq_publish(struct hca_dev *dev, struct hca_srq *srq)
 	srq->ring = hca_seg_ptr(seg, off);
 	srq->ring_size = bytes;
 	srq->max_wr = cap;
+	if (lanes)
+		hca_mb_lanes_init(srq); /* before its number is published */
 	hca_srq_tab_set(dev, idx, srq);
 	if (++seg->srq_gen[idx] >= 1u << (24 - HCA_SRQ_IDX_BITS))
 		seg->srq_gen[idx] = 1;
@@ -183,7 +188,7 @@ void hca_srq_ent_free(struct hca_seg *seg, struct hca_srq_ent *e)
 	atomic_store_explicit(&e->handle, 0, memory_order_release);
 	if (off) {
 		struct hca_ring *r = hca_seg_ptr(seg, off);
-		uint64_t bytes = hca_ring_bytes(r->cap, r->stride - 8);
+		uint64_t bytes = hca_ring_block(r);
 
 		e->ring_off = 0;
 		hca_heap_free(seg, off, bytes);
@@ -209,6 +214,7 @@ int hca_srq_destroy(struct hca_srq *srq)
 
 	if (atomic_load(&srq->refs))
 		return EBUSY;
+	hca_mb_lanes_fini(srq);
 	hca_seg_lock(seg);
 	hca_srq_tab_set(dev, srq->idx, NULL);
 	hca_srq_ent_free(seg, srq->ent);

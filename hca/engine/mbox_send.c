@@ -37,14 +37,57 @@ static bool receives(uint8_t s)
 }
 
 /*
+ * XRC: the lane of the SRQ srqn that is ours (claimed now if none is
+ * and nothing of ours waits elsewhere), the XRC receive QP e being of
+ * the SRQ's domain; NULL when there is none to have (the ring path goes,
+ * and reports what is wrong). *off: the lane's offset, *cq: the SRQ's CQ.
+ */
+static struct hca_mbox *lane_target(struct hca_qp *qp, struct hca_qp_ent *e, uint32_t srqn,
+				    uint64_t *off, uint32_t *cq)
+{
+	struct hca_seg *seg = qp->dev->seg;
+	struct hca_srq_ent *s = hca_srq_lookup(seg, srqn);
+	uint64_t me = hca_mb_owner(qp->dev->slot, qp->dev->gen, qp->qpn), none;
+	struct hca_mb_lanes *l;
+	int k;
+
+	if (!s || s->xrcd != e->xrcd || !s->ring_off ||
+	    !(l = hca_mb_lanes_of(hca_seg_ptr(seg, s->ring_off))))
+		return NULL;
+	for (k = 0; k < HCA_MB_LANES; k++)
+		if (atomic_load_explicit(&l->owner[k], memory_order_relaxed) == me)
+			break;
+	if (k == HCA_MB_LANES) {
+		if (qp->mb_n)
+			return NULL; /* pending elsewhere: settled first */
+		for (k = 0; k < HCA_MB_LANES; k++) {
+			none = 0;
+			if (atomic_load_explicit(&l->lane[k].epoch, memory_order_acquire) &&
+			    atomic_compare_exchange_strong(&l->owner[k], &none, me))
+				break;
+		}
+		if (k == HCA_MB_LANES)
+			return NULL;
+		/* the completion's names, before our first message's release */
+		atomic_store_explicit(&l->tgt_qpn[k], qp->attr->dest_qp_num,
+				      memory_order_relaxed);
+		atomic_store_explicit(&l->src_qpn[k], qp->qpn, memory_order_relaxed);
+	}
+	*off = (uint64_t)((char *)&l->lane[k] - (char *)seg);
+	*cq = s->cq;
+	return &l->lane[k];
+}
+
+/*
  * The target's mailbox, if it has one that still belongs to the
  * connection we are bound to (or to a new one, once nothing is pending):
  * the target QP is ours to reach, receives, is connected to us, and its
- * mailbox's epoch is the one bound. Read-mostly lines only.
+ * mailbox's epoch is the one bound. An RC QP's own mailbox; for an XRC
+ * send QP, our lane of the SRQ srqn. Read-mostly lines only.
  */
-static struct hca_mbox *mb_target(struct hca_qp *qp)
+static struct hca_mbox *mb_target(struct hca_qp *qp, uint32_t srqn)
 {
-	uint32_t dest = qp->attr->dest_qp_num, ep;
+	uint32_t dest = qp->attr->dest_qp_num, ep, cq;
 	struct hca_qp_ent *e = qp->mb_e;
 	struct hca_mbox *mb;
 	uint64_t off;
@@ -53,10 +96,17 @@ static struct hca_mbox *mb_target(struct hca_qp *qp)
 		qp->mb_e = e = hca_qp_lookup(qp->dev->seg, dest);
 	if (!e || atomic_load_explicit(&e->qpn, memory_order_acquire) != dest ||
 	    !receives(atomic_load_explicit(&e->state, memory_order_relaxed)) ||
-	    atomic_load_explicit(&e->dest_qpn, memory_order_relaxed) != qp->qpn ||
-	    !(off = e->mb_off))
+	    atomic_load_explicit(&e->dest_qpn, memory_order_relaxed) != qp->qpn)
 		return NULL;
-	mb = hca_seg_ptr(qp->dev->seg, off);
+	if (qp->type == IBV_QPT_XRC_SEND) {
+		if (!srqn || !(mb = lane_target(qp, e, srqn, &off, &cq)))
+			return NULL;
+	} else {
+		if (!(off = e->mb_off))
+			return NULL;
+		mb = hca_seg_ptr(qp->dev->seg, off);
+		cq = e->rcq;
+	}
 	ep = atomic_load_explicit(&mb->epoch, memory_order_acquire);
 	if (!ep)
 		return NULL;
@@ -67,7 +117,15 @@ static struct hca_mbox *mb_target(struct hca_qp *qp)
 	qp->mb = mb;
 	qp->mb_boff = off;
 	qp->mb_epoch = ep;
-	qp->mb_prod = qp->mb_cons = atomic_load_explicit(&mb->cons, memory_order_acquire);
+	qp->mb_srqn = qp->type == IBV_QPT_XRC_SEND ? srqn : 0;
+	qp->mb_cq = cq;
+	qp->mb_cons = atomic_load_explicit(&mb->cons, memory_order_acquire);
+	/* an RC mailbox starts over at each connection; a lane goes on
+	 * from where its last message was put */
+	qp->mb_prod = qp->mb_srqn ? atomic_load_explicit(&mb->prod, memory_order_relaxed)
+				  : qp->mb_cons;
+	if ((int64_t)(qp->mb_cons - qp->mb_prod) > 0)
+		qp->mb_prod = qp->mb_cons; /* one died after its release */
 	qp->mb_rnr_seen = atomic_load_explicit(&mb->rnr, memory_order_relaxed);
 	return mb;
 }
@@ -114,7 +172,9 @@ int hca_mb_send(struct hca_qp *qp, struct hca_swqe *w, uint32_t idx)
 
 	if (!qp->mb_tx_ok || (int32_t)(idx - qp->mb_block) < 0 ||
 	    (w->wr.opcode != IBV_WR_SEND && w->wr.opcode != IBV_WR_SEND_WITH_IMM) ||
-	    len > hca_mb_max() || !(mb = mb_target(qp)))
+	    len > hca_mb_max() ||
+	    !(mb = mb_target(qp, qp->type == IBV_QPT_XRC_SEND ?
+				 w->wr.qp_type.xrc.remote_srqn : 0)))
 		return HCA_MB_SEND_NO;
 	need = hca_mb_nslots(len);
 	if (qp->mb_prod + need - qp->mb_cons > HCA_MB_SLOTS) {
@@ -144,10 +204,12 @@ int hca_mb_send(struct hca_qp *qp, struct hca_swqe *w, uint32_t idx)
 			      memory_order_release);
 	/* then the armed flag (seq_cst fence; hca_cq_arm's pairs with it) */
 	atomic_thread_fence(memory_order_seq_cst);
-	hca_cq_wake_at(qp->dev, qp->mb_e->rcq, w->wr.send_flags & IBV_SEND_SOLICITED);
+	hca_cq_wake_at(qp->dev, qp->mb_cq, w->wr.send_flags & IBV_SEND_SOLICITED);
 	w->mb_pos = qp->mb_prod;
 	w->mb_slots = need;
 	qp->mb_prod += need;
+	if (qp->mb_srqn)
+		atomic_store_explicit(&mb->prod, qp->mb_prod, memory_order_relaxed);
 	atomic_fetch_add_explicit(&qp->scq->mb_txp, 1, memory_order_relaxed);
 	return HCA_MB_SEND_SENT;
 }
@@ -158,13 +220,23 @@ int hca_mb_send(struct hca_qp *qp, struct hca_swqe *w, uint32_t idx)
  * not take goes by the ring path; what it took and will never finish
  * (it died) too.
  */
-static void mb_stalled(struct hca_qp *qp)
+static bool mb_receiver_gone(struct hca_qp *qp)
 {
 	struct hca_qp_ent *e = qp->mb_e;
+	struct hca_srq_ent *s;
 
+	if (!e || atomic_load(&e->qpn) != qp->attr->dest_qp_num)
+		return true;
+	if (!qp->mb_srqn)
+		return hca_peer_check(qp->dev, e->owner, e->owner_gen) == HCA_LIVE_DEAD;
+	s = hca_srq_lookup(qp->dev->seg, qp->mb_srqn);
+	return !s || hca_peer_check(qp->dev, s->owner, s->owner_gen) == HCA_LIVE_DEAD;
+}
+
+static void mb_stalled(struct hca_qp *qp)
+{
 	hca_mb_retract(qp);
-	if (qp->mb_n && (!e || atomic_load(&e->qpn) != qp->attr->dest_qp_num ||
-			 hca_peer_check(qp->dev, e->owner, e->owner_gen) == HCA_LIVE_DEAD)) {
+	if (qp->mb_n && mb_receiver_gone(qp)) {
 		atomic_fetch_sub_explicit(&qp->scq->mb_txp, qp->mb_n, memory_order_relaxed);
 		qp->mb_n = 0;
 	}
@@ -183,7 +255,6 @@ uint32_t hca_mb_reap(struct hca_qp *qp, bool timed)
 	struct hca_mbox *mb = qp->mb;
 	uint32_t done = 0;
 	uint64_t cons, rnr;
-	struct hca_qp_ent *e;
 
 	if (!qp->mb_n)
 		return 0;
@@ -223,13 +294,11 @@ uint32_t hca_mb_reap(struct hca_qp *qp, bool timed)
 		qp->mb_stall_ns = 0;
 		return done;
 	}
-	if (mb_target(qp) != mb) {
+	if (mb_target(qp, qp->mb_srqn) != mb) {
 		/* it stopped receiving, reset or went: nothing more will be
 		 * taken. While its entry names the mailbox, what is left is
 		 * taken back; once it does not, the memory is not a mailbox */
-		e = qp->mb_e;
-		if (e && atomic_load(&e->qpn) == qp->attr->dest_qp_num &&
-		    e->mb_off == qp->mb_boff) {
+		if (hca_mb_still_named(qp)) {
 			hca_mb_retract(qp);
 		} else {
 			atomic_fetch_sub_explicit(&qp->scq->mb_txp, qp->mb_n,

@@ -11,6 +11,7 @@
  * processes.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -31,12 +32,23 @@
 static struct ibv_context *ctx;
 static struct ibv_port_attr port_attr;
 
+/*
+ * The second suite runs the tests again over XRC (xrc set): a sends on an
+ * XRC send QP, b is the XRC receive QP it is connected to, and the
+ * receives are posted to an XRC SRQ on the CQ (the SRQ's lanes: one
+ * mailbox per requester QP, mbox.c).
+ */
+static bool xrc;
+
 struct pair {
 	struct ibv_pd *pd;
 	struct ibv_cq *cq;
 	struct ibv_qp *a, *b;   /* a sends, b receives */
 	struct ibv_mr *smr, *rmr;
 	uint8_t *s, *r;         /* NRX * BUF each */
+	struct ibv_xrcd *xrcd;  /* XRC: the domain, its SRQ and its number */
+	struct ibv_srq *srq;
+	uint32_t srqn;
 };
 
 static uint64_t now_ms(void)
@@ -99,6 +111,79 @@ static int connect_qp(struct ibv_qp *qp, uint32_t dest, const struct conn_opts *
 			     IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
+/* XRC: the send QP a to RTS toward b, the receive QP b to RTR from a. */
+static int connect_xrc(struct pair *p, const struct conn_opts *o)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
+	const int init = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+	const int rtr = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+			IBV_QP_RQ_PSN;
+
+	if (ibv_modify_qp(p->a, &a, init) || ibv_modify_qp(p->b, &a, init))
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.rq_psn = 0x100;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = o->min_rnr_timer;
+	a.ah_attr.dlid = port_attr.lid;
+	a.ah_attr.port_num = 1;
+	a.dest_qp_num = p->b->qp_num;
+	if (ibv_modify_qp(p->a, &a, rtr))
+		return -1;
+	a.dest_qp_num = p->a->qp_num;
+	if (ibv_modify_qp(p->b, &a, rtr | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = 0x100;
+	a.timeout = o->timeout;
+	a.retry_cnt = o->retry_cnt;
+	a.rnr_retry = o->rnr_retry;
+	a.max_rd_atomic = 1;
+	return ibv_modify_qp(p->a, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
+			     IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+/* XRC: a send QP and a receive QP in the pair's domain. */
+static int xrc_make_qps(struct pair *p)
+{
+	struct ibv_qp_init_attr_ex ia = {
+		.send_cq = p->cq, .qp_type = IBV_QPT_XRC_SEND,
+		.cap = { .max_send_wr = 64, .max_send_sge = 2 },
+		.comp_mask = IBV_QP_INIT_ATTR_PD, .pd = p->pd };
+	struct ibv_qp_init_attr_ex ra = { .qp_type = IBV_QPT_XRC_RECV,
+					  .comp_mask = IBV_QP_INIT_ATTR_XRCD, .xrcd = p->xrcd };
+
+	p->a = ibv_create_qp_ex(ctx, &ia);
+	p->b = ibv_create_qp_ex(ctx, &ra);
+	return p->a && p->b ? 0 : -1;
+}
+
+/* XRC: the domain, its SRQ on the pair's CQ, the send and receive QPs. */
+static int xrc_make(struct pair *p)
+{
+	struct ibv_xrcd_init_attr xa = {
+		.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
+		.fd = -1, .oflags = O_CREAT };
+	struct ibv_srq_init_attr_ex sa = {
+		.attr = { .max_wr = NRX, .max_sge = 2 },
+		.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+			     IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ,
+		.srq_type = IBV_SRQT_XRC, .pd = p->pd, .cq = p->cq };
+
+	p->xrcd = ibv_open_xrcd(ctx, &xa);
+	if (!p->xrcd)
+		return -1;
+	sa.xrcd = p->xrcd;
+	p->srq = ibv_create_srq_ex(ctx, &sa);
+	if (!p->srq || ibv_get_srq_num(p->srq, &p->srqn))
+		return -1;
+	return xrc_make_qps(p);
+}
+
 static const struct conn_opts forever = { .rnr_retry = 7, .retry_cnt = 7, .timeout = 14,
 					  .min_rnr_timer = 1 };
 
@@ -125,9 +210,13 @@ static int pair_make(struct pair *p, const struct conn_opts *o)
 	p->smr = ibv_reg_mr(p->pd, p->s, (size_t)NRX * BUF, IBV_ACCESS_LOCAL_WRITE);
 	p->rmr = ibv_reg_mr(p->pd, p->r, (size_t)NRX * BUF,
 			    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (!p->smr || !p->rmr)
+		return -1;
+	if (xrc)
+		return xrc_make(p) || connect_xrc(p, o);
 	p->a = rc_qp(p);
 	p->b = rc_qp(p);
-	if (!p->smr || !p->rmr || !p->a || !p->b)
+	if (!p->a || !p->b)
 		return -1;
 	return connect_qp(p->a, p->b->qp_num, o) || connect_qp(p->b, p->a->qp_num, o);
 }
@@ -138,6 +227,10 @@ static void pair_free(struct pair *p)
 		ibv_destroy_qp(p->a);
 	if (p->b)
 		ibv_destroy_qp(p->b);
+	if (p->srq)
+		ibv_destroy_srq(p->srq);
+	if (p->xrcd)
+		ibv_close_xrcd(p->xrcd);
 	if (p->smr)
 		ibv_dereg_mr(p->smr);
 	if (p->rmr)
@@ -158,7 +251,7 @@ static int post_recv(struct pair *p, int k, uint32_t len)
 	struct ibv_recv_wr w = { .wr_id = 1000 + (uint64_t)k, .sg_list = &sg, .num_sge = 1 }, *bad;
 
 	memset(p->r + (size_t)k * BUF, 0xee, BUF);
-	return ibv_post_recv(p->b, &w, &bad);
+	return xrc ? ibv_post_srq_recv(p->srq, &w, &bad) : ibv_post_recv(p->b, &w, &bad);
 }
 
 static int post_send(struct pair *p, enum ibv_wr_opcode op, uint64_t id, uint32_t off,
@@ -174,6 +267,7 @@ static int post_send(struct pair *p, enum ibv_wr_opcode op, uint64_t id, uint32_
 		w.wr.rdma.remote_addr = (uintptr_t)(p->r + (size_t)(NRX - 1) * BUF);
 		w.wr.rdma.rkey = p->rmr->rkey;
 	}
+	w.qp_type.xrc.remote_srqn = p->srqn;
 	return ibv_post_send(p->a, &w, &bad);
 }
 
@@ -399,8 +493,9 @@ static void test_len_error(void)
 	CU_ASSERT_EQUAL_FATAL(post_recv(&p, 0, 16), 0);
 	CU_ASSERT_EQUAL_FATAL(post_recv(&p, 1, 16), 0);
 	CU_ASSERT_EQUAL_FATAL(post_send(&p, IBV_WR_SEND, 9, 0, 50, true, 0), 0);
-	n = poll_n(p.cq, wc, 3, TIMEOUT_MS);
-	CU_ASSERT_EQUAL_FATAL(n, 3);
+	/* RC: b errs and flushes its second receive; an SRQ's stay */
+	n = poll_n(p.cq, wc, xrc ? 2 : 3, TIMEOUT_MS);
+	CU_ASSERT_EQUAL_FATAL(n, xrc ? 2 : 3);
 	for (int i = 0; i < n; i++) {
 		if (wc[i].qp_num == p.a->qp_num)
 			tx = i;
@@ -574,7 +669,97 @@ static int suite_init(void)
 
 static int suite_clean(void)
 {
-	return ctx ? ibv_close_device(ctx) : 0;
+	int rc = ctx ? ibv_close_device(ctx) : 0;
+
+	ctx = NULL;
+	xrc = false;
+	return rc;
+}
+
+static int suite_init_xrc(void)
+{
+	xrc = true;
+	return suite_init();
+}
+
+/*
+ * Six XRC send QPs (more than an SRQ has lanes: the last ones go by the
+ * ring path) into one SRQ, sizes on both sides of the threshold, sends
+ * interleaved: each sender's messages arrive in its order, every byte
+ * right (the message carries its sender and number).
+ */
+static void test_xrc_senders(void)
+{
+	enum { NS = 6, PER = 200 };
+	struct ibv_qp *ini[NS] = { 0 }, *tgt[NS] = { 0 };
+	struct ibv_wc wc[64];
+	uint32_t next[NS] = { 0 }, sent = 0, got = 0, done = 0;
+	struct pair p;
+
+	CU_ASSERT_EQUAL_FATAL(pair_make(&p, &forever), 0);
+	ini[0] = p.a;
+	tgt[0] = p.b;
+	for (int i = 1; i < NS; i++) {
+		struct pair q = p;
+
+		CU_ASSERT_EQUAL_FATAL(xrc_make_qps(&q), 0);
+		CU_ASSERT_EQUAL_FATAL(connect_xrc(&q, &forever), 0);
+		ini[i] = q.a;
+		tgt[i] = q.b;
+	}
+	for (int k = 0; k < NRX; k++)
+		CU_ASSERT_EQUAL_FATAL(post_recv(&p, k, BUF), 0);
+	uint64_t end = now_ms() + 4 * TIMEOUT_MS;
+
+	while ((got < NS * PER || done < NS * PER) && now_ms() < end) {
+		/* a few sends from each, while the SRQ has room for them */
+		for (int i = 0; i < NS && sent < NS * PER && sent - got < NRX / 2; i++) {
+			uint32_t m = sent / NS, len = 24 + (m * 331 + (uint32_t)i * 97) % 2000;
+			uint8_t *b = p.s + (size_t)(sent % NRX) * BUF;
+
+			fill(b, len, m * NS + (uint32_t)i);
+			memcpy(b, &m, 4);
+			b[4] = (uint8_t)i;
+			p.a = ini[i];
+			CU_ASSERT_EQUAL_FATAL(post_send(&p, IBV_WR_SEND, sent, (sent % NRX) * BUF,
+							len, true, 0), 0);
+			sent++;
+		}
+		int n = ibv_poll_cq(p.cq, 64, wc);
+
+		for (int j = 0; j < n; j++) {
+			CU_ASSERT_EQUAL(wc[j].status, IBV_WC_SUCCESS);
+			if (wc[j].opcode != IBV_WC_RECV) {
+				done++;
+				continue;
+			}
+			uint8_t *b = p.r + (size_t)(wc[j].wr_id - 1000) * BUF;
+			uint32_t m;
+			int i = b[4];
+
+			memcpy(&m, b, 4);
+			CU_ASSERT_FATAL(i < NS);
+			CU_ASSERT_EQUAL(m, next[i]);
+			CU_ASSERT_EQUAL(wc[j].qp_num, tgt[i]->qp_num);
+			CU_ASSERT_EQUAL(wc[j].src_qp, ini[i]->qp_num);
+			/* the bytes past the header are the fill's */
+			uint8_t want[BUF];
+
+			fill(want, wc[j].byte_len, m * NS + (uint32_t)i);
+			CU_ASSERT(memcmp(b + 5, want + 5, wc[j].byte_len - 5) == 0);
+			next[i] = m + 1;
+			got++;
+			CU_ASSERT_EQUAL(post_recv(&p, (int)(wc[j].wr_id - 1000), BUF), 0);
+		}
+	}
+	CU_ASSERT_EQUAL(got, NS * PER);
+	CU_ASSERT_EQUAL(done, NS * PER);
+	for (int i = 1; i < NS; i++) {
+		ibv_destroy_qp(ini[i]);
+		ibv_destroy_qp(tgt[i]);
+	}
+	p.a = ini[0];
+	pair_free(&p);
 }
 
 static int add_suites(void)
@@ -589,6 +774,15 @@ static int add_suites(void)
 	    !CU_add_test(s, "receive buffer too small", test_len_error) ||
 	    !CU_add_test(s, "receiver in the error state", test_receiver_error) ||
 	    !CU_add_test(s, "two processes", test_two_processes))
+		return -1;
+	s = CU_add_suite("mbox over XRC (an SRQ's lanes)", suite_init_xrc, suite_clean);
+	if (!s || !CU_add_test(s, "sizes across the threshold", test_sizes) ||
+	    !CU_add_test(s, "order with ring-path WQEs between", test_order) ||
+	    !CU_add_test(s, "a burst fills the lane", test_burst) ||
+	    !CU_add_test(s, "RNR wait then success", test_rnr_wait) ||
+	    !CU_add_test(s, "RNR retries exhausted", test_rnr_exhausted) ||
+	    !CU_add_test(s, "receive buffer too small", test_len_error) ||
+	    !CU_add_test(s, "six senders into one SRQ", test_xrc_senders))
 		return -1;
 	return 0;
 }
