@@ -274,7 +274,7 @@ struct hca_cqe {
 
 /* Receive mailboxes a CQ's polls scan (mbox.c): those of the first RC
  * QPs made on it, and the lanes of its first XRC SRQs. */
-#define HCA_MB_PER_CQ 16
+#define HCA_MB_PER_CQ 8
 #define HCA_MB_LANES 4          /* per XRC SRQ: one per requester QP bound */
 struct hca_mbox;
 struct hca_mb_lanes;
@@ -552,6 +552,8 @@ struct hca_qp {
 	uint64_t mb_boff;
 	uint32_t mb_epoch;
 	uint32_t mb_srqn;           /* XRC: the SRQ whose lane is bound (else 0) */
+	struct hca_mb_lanes *mb_lanes; /* ... its lanes, and ours among them */
+	int mb_lane;
 	uint32_t mb_cq;             /* the receiver's CQ: woken if armed */
 	uint64_t mb_prod, mb_cons;
 	uint32_t mb_n;

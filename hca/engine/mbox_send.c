@@ -43,7 +43,8 @@ static bool receives(uint8_t s)
  * and reports what is wrong). *off: the lane's offset, *cq: the SRQ's CQ.
  */
 static struct hca_mbox *lane_target(struct hca_qp *qp, struct hca_qp_ent *e, uint32_t srqn,
-				    uint64_t *off, uint32_t *cq)
+				    uint64_t *off, uint32_t *cq, struct hca_mb_lanes **lanes,
+				    int *lane)
 {
 	struct hca_seg *seg = qp->dev->seg;
 	struct hca_srq_ent *s = hca_srq_lookup(seg, srqn);
@@ -51,8 +52,17 @@ static struct hca_mbox *lane_target(struct hca_qp *qp, struct hca_qp_ent *e, uin
 	struct hca_mb_lanes *l;
 	int k;
 
-	if (!s || s->xrcd != e->xrcd || !s->ring_off ||
-	    !(l = hca_mb_lanes_of(hca_seg_ptr(seg, s->ring_off))))
+	if (!s || s->xrcd != e->xrcd || !s->ring_off)
+		return NULL;
+	if (srqn == qp->mb_srqn && qp->mb_lanes &&
+	    atomic_load_explicit(&qp->mb_lanes->owner[qp->mb_lane], memory_order_relaxed) == me) {
+		/* the lane bound, of this very SRQ (its number has a
+		 * generation): still ours */
+		k = qp->mb_lane;
+		l = qp->mb_lanes;
+		goto found;
+	}
+	if (!(l = hca_mb_lanes_of(hca_seg_ptr(seg, s->ring_off))))
 		return NULL;
 	for (k = 0; k < HCA_MB_LANES; k++)
 		if (atomic_load_explicit(&l->owner[k], memory_order_relaxed) == me)
@@ -73,8 +83,11 @@ static struct hca_mbox *lane_target(struct hca_qp *qp, struct hca_qp_ent *e, uin
 				      memory_order_relaxed);
 		atomic_store_explicit(&l->src_qpn[k], qp->qpn, memory_order_relaxed);
 	}
+found:
 	*off = (uint64_t)((char *)&l->lane[k] - (char *)seg);
 	*cq = s->cq;
+	*lanes = l;
+	*lane = k;
 	return &l->lane[k];
 }
 
@@ -89,8 +102,10 @@ static struct hca_mbox *mb_target(struct hca_qp *qp, uint32_t srqn)
 {
 	uint32_t dest = qp->attr->dest_qp_num, ep, cq;
 	struct hca_qp_ent *e = qp->mb_e;
+	struct hca_mb_lanes *lanes = NULL;
 	struct hca_mbox *mb;
 	uint64_t off;
+	int lane = 0;
 
 	if (!e || e->num != dest)
 		qp->mb_e = e = hca_qp_lookup(qp->dev->seg, dest);
@@ -99,7 +114,7 @@ static struct hca_mbox *mb_target(struct hca_qp *qp, uint32_t srqn)
 	    atomic_load_explicit(&e->dest_qpn, memory_order_relaxed) != qp->qpn)
 		return NULL;
 	if (qp->type == IBV_QPT_XRC_SEND) {
-		if (!srqn || !(mb = lane_target(qp, e, srqn, &off, &cq)))
+		if (!srqn || !(mb = lane_target(qp, e, srqn, &off, &cq, &lanes, &lane)))
 			return NULL;
 	} else {
 		if (!(off = e->mb_off))
@@ -118,6 +133,8 @@ static struct hca_mbox *mb_target(struct hca_qp *qp, uint32_t srqn)
 	qp->mb_boff = off;
 	qp->mb_epoch = ep;
 	qp->mb_srqn = qp->type == IBV_QPT_XRC_SEND ? srqn : 0;
+	qp->mb_lanes = lanes;   /* lane_target's fast path for this binding */
+	qp->mb_lane = lane;
 	qp->mb_cq = cq;
 	qp->mb_cons = atomic_load_explicit(&mb->cons, memory_order_acquire);
 	/* an RC mailbox starts over at each connection; a lane goes on

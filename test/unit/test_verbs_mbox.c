@@ -762,6 +762,86 @@ static void test_xrc_senders(void)
 	pair_free(&p);
 }
 
+/*
+ * One XRC send QP to two SRQs of its domain, in turns and in runs, sizes
+ * on both sides of the threshold: each SRQ gets its messages in order
+ * (the QP has a lane in each; a switch waits for the other's to be taken
+ * or takes them back).
+ */
+static void test_xrc_two_srqs(void)
+{
+	enum { N = 400 };
+	struct ibv_srq_init_attr_ex sa = {
+		.attr = { .max_wr = NRX, .max_sge = 2 },
+		.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+			     IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ,
+		.srq_type = IBV_SRQT_XRC };
+	struct ibv_srq *srq[2];
+	uint32_t srqn[2], next[2] = { 0 }, sent = 0, got = 0, done = 0;
+	struct ibv_wc wc[64];
+	struct pair p;
+
+	CU_ASSERT_EQUAL_FATAL(pair_make(&p, &forever), 0);
+	sa.pd = p.pd;
+	sa.cq = p.cq;
+	sa.xrcd = p.xrcd;
+	srq[0] = p.srq;
+	srqn[0] = p.srqn;
+	srq[1] = ibv_create_srq_ex(ctx, &sa);
+	CU_ASSERT_FATAL(srq[1] && !ibv_get_srq_num(srq[1], &srqn[1]));
+	/* receives k < NRX/2 on the first SRQ, the rest on the second */
+	for (int k = 0; k < NRX; k++) {
+		p.srq = srq[k >= NRX / 2];
+		CU_ASSERT_EQUAL_FATAL(post_recv(&p, k, BUF), 0);
+	}
+	uint64_t end = now_ms() + 4 * TIMEOUT_MS;
+
+	while ((got < N || done < N) && now_ms() < end) {
+		while (sent < N && sent - got < NRX / 4) {
+			int t = (sent / 3 + sent) % 2;   /* turns, and runs */
+			uint32_t m = sent, len = 16 + (m * 397) % 1500;
+			uint8_t *b = p.s + (size_t)(sent % NRX) * BUF;
+
+			fill(b, len, m);
+			memcpy(b, &m, 4);
+			b[4] = (uint8_t)t;
+			p.srqn = srqn[t];
+			CU_ASSERT_EQUAL_FATAL(post_send(&p, IBV_WR_SEND, sent, (sent % NRX) * BUF,
+							len, true, 0), 0);
+			sent++;
+		}
+		int n = ibv_poll_cq(p.cq, 64, wc);
+
+		for (int j = 0; j < n; j++) {
+			CU_ASSERT_EQUAL(wc[j].status, IBV_WC_SUCCESS);
+			if (wc[j].opcode != IBV_WC_RECV) {
+				done++;
+				continue;
+			}
+			int k = (int)(wc[j].wr_id - 1000), t = k >= NRX / 2;
+			uint8_t *b = p.r + (size_t)k * BUF, want[BUF];
+			uint32_t m;
+
+			memcpy(&m, b, 4);
+			CU_ASSERT_EQUAL(b[4], t);
+			CU_ASSERT(m >= next[t]);   /* in order per SRQ */
+			next[t] = m + 1;
+			fill(want, wc[j].byte_len, m);
+			CU_ASSERT(memcmp(b + 5, want + 5, wc[j].byte_len - 5) == 0);
+			got++;
+			p.srq = srq[t];
+			CU_ASSERT_EQUAL(post_recv(&p, k, BUF), 0);
+		}
+	}
+	CU_ASSERT_EQUAL(got, N);
+	CU_ASSERT_EQUAL(done, N);
+	p.srq = srq[0];
+	ibv_destroy_qp(p.a);
+	p.a = NULL;
+	CU_ASSERT_EQUAL(ibv_destroy_srq(srq[1]), 0);
+	pair_free(&p);
+}
+
 static int add_suites(void)
 {
 	CU_pSuite s = CU_add_suite("mbox", suite_init, suite_clean);
@@ -782,7 +862,8 @@ static int add_suites(void)
 	    !CU_add_test(s, "RNR wait then success", test_rnr_wait) ||
 	    !CU_add_test(s, "RNR retries exhausted", test_rnr_exhausted) ||
 	    !CU_add_test(s, "receive buffer too small", test_len_error) ||
-	    !CU_add_test(s, "six senders into one SRQ", test_xrc_senders))
+	    !CU_add_test(s, "six senders into one SRQ", test_xrc_senders) ||
+	    !CU_add_test(s, "one sender, two SRQs", test_xrc_two_srqs))
 		return -1;
 	return 0;
 }
