@@ -42,9 +42,25 @@
  * path waits until none is in the mailbox (the requester retracts what
  * it can, and waits for the consumer index past what the receiver took).
  * A poll peeks at the mailboxes first (acquire), then drains the CQ's
- * rings, then consumes what it peeked: a receive completion the ring path
- * pushed before a mailbox message is returned before it. A poll stops at
- * a retracted message (its replacement may be in the ring by now).
+ * rings, then consumes what it peeked — only that (peek_end: a message
+ * put later may follow a ring-path one this drain did not see), and
+ * nothing if the drain left a published entry behind (it stops at an
+ * entry another producer has claimed and not yet published): a receive
+ * completion the ring path pushed before a mailbox message is returned
+ * before it. A poll stops at a retracted message (its replacement may be
+ * in the ring by now). The sweep pushes a message's completion into the
+ * CQ's ring before it gives the message's slots back.
+ *
+ * XRC (struct hca_mb_lanes, mbox.h): an XRC SRQ made on a CQ with room
+ * gets HCA_MB_LANES mailboxes, "lanes", after its ring. An XRC send QP
+ * of this host claims one lane of each SRQ it sends to (CAS of the
+ * lane's owner word) and keeps it; it is bound to one at a time, and a
+ * SEND for another SRQ goes by the ring path until nothing of ours waits
+ * in the bound lane. A lane goes on from its stored producer position,
+ * never back over slots not yet passed. The SRQ's owner consumes its
+ * lanes as it polls the CQ (a lane's receive WQE comes from the SRQ, its
+ * completion names the XRC receive QP the claimer is connected to), and
+ * its sweep frees the lanes of QPs that are gone.
  */
 #include <errno.h>
 #include <sched.h>
@@ -70,18 +86,18 @@ uint32_t hca_mb_max(void)
 				      HCA_MB_LIMIT);
 }
 
-static void busy_take(struct hca_cq *cq)
+void hca_mb_busy_take(struct hca_cq *cq)
 {
 	while (atomic_exchange(&cq->mb_busy, 1))
 		sched_yield();
 }
 
-static bool busy_try(struct hca_cq *cq)
+bool hca_mb_busy_try(struct hca_cq *cq)
 {
 	return !atomic_exchange(&cq->mb_busy, 1);
 }
 
-static void busy_drop(struct hca_cq *cq)
+void hca_mb_busy_drop(struct hca_cq *cq)
 {
 	atomic_store_explicit(&cq->mb_busy, 0, memory_order_release);
 }
@@ -97,7 +113,7 @@ static int tx_list_add(struct hca_qp *_Atomic *list, struct hca_qp *qp)
 	return -1;
 }
 
-static int rx_list_add(struct hca_cq *cq, struct hca_mb_rx *x)
+int hca_mb_rx_list_add(struct hca_cq *cq, struct hca_mb_rx *x)
 {
 	for (int i = 0; i < HCA_MB_PER_CQ; i++) {
 		struct hca_mb_rx *none = NULL;
@@ -109,7 +125,7 @@ static int rx_list_add(struct hca_cq *cq, struct hca_mb_rx *x)
 }
 
 /* A receive mailbox onto its CQ's scan (its place taken by rx_list_add). */
-static void rx_publish(struct hca_cq *cq, struct hca_mb_rx *x, struct hca_ring *rq)
+void hca_mb_rx_publish(struct hca_cq *cq, struct hca_mb_rx *x, struct hca_ring *rq)
 {
 	atomic_store(&cq->mb_pos[x->ri], atomic_load(&x->mb->cons));
 	atomic_store(&cq->mb_rq[x->ri], rq);
@@ -118,7 +134,7 @@ static void rx_publish(struct hca_cq *cq, struct hca_mb_rx *x, struct hca_ring *
 }
 
 /* ... and off it; no scanner holds it once this returns. */
-static void rx_unpublish(struct hca_cq *cq, struct hca_mb_rx *x)
+void hca_mb_rx_unpublish(struct hca_cq *cq, struct hca_mb_rx *x)
 {
 	if (x->ri < 0)
 		return;
@@ -127,8 +143,8 @@ static void rx_unpublish(struct hca_cq *cq, struct hca_mb_rx *x)
 		atomic_fetch_sub(&cq->mb_nrx, 1);
 	}
 	atomic_store(&cq->mb_rx[x->ri], NULL);
-	busy_take(cq);
-	busy_drop(cq);
+	hca_mb_busy_take(cq);
+	hca_mb_busy_drop(cq);
 	x->ri = -1;
 }
 
@@ -143,7 +159,7 @@ bool hca_mb_rx_want(struct hca_qp *qp)
 	if (qp->type != IBV_QPT_RC || !qp->rcq || qp->srq || !hca_mb_max() ||
 	    (qp->rcq->flags & HCA_CQ_TIMESTAMPS))
 		return false;
-	qp->mb_ri = qp->mb_ent.ri = rx_list_add(qp->rcq, &qp->mb_ent);
+	qp->mb_ri = qp->mb_ent.ri = hca_mb_rx_list_add(qp->rcq, &qp->mb_ent);
 	return qp->mb_ri >= 0;
 }
 
@@ -159,7 +175,7 @@ void hca_mb_attach(struct hca_qp *qp, uint64_t mb_off)
 			qp->mb_ri = qp->mb_ent.ri = -1;
 		} else {
 			memset(qp->mb_rx, 0, sizeof(*qp->mb_rx));
-			rx_publish(cq, &qp->mb_ent, qp->rq);
+			hca_mb_rx_publish(cq, &qp->mb_ent, qp->rq);
 		}
 	}
 	if ((qp->type == IBV_QPT_RC || qp->type == IBV_QPT_XRC_SEND) && qp->scq &&
@@ -169,48 +185,25 @@ void hca_mb_attach(struct hca_qp *qp, uint64_t mb_off)
 	}
 }
 
-/*
- * Destroy: an XRC send QP gives its lane back, if every message it put
- * there was passed (else the receiver's sweep frees it once we are gone).
- */
-static void lane_release(struct hca_qp *qp)
-{
-	struct hca_srq_ent *s;
-	struct hca_mb_lanes *l;
-	uint64_t me;
-
-	if (!qp->mb_srqn || !qp->mb || qp->mb_n || !hca_mb_still_named(qp) ||
-	    atomic_load(&qp->mb->cons) != qp->mb_prod)
-		return;
-	s = hca_srq_lookup(qp->dev->seg, qp->mb_srqn);
-	l = s ? hca_mb_lanes_of(hca_seg_ptr(qp->dev->seg, s->ring_off)) : NULL;
-	if (!l)
-		return;
-	me = hca_mb_owner(qp->dev->slot, qp->dev->gen, qp->qpn);
-	atomic_compare_exchange_strong(&l->owner[qp->mb - l->lane], &me, 0);
-	qp->mb = NULL;
-	qp->mb_srqn = 0;
-}
-
 /* Destroy (or a failed create): off the lists, no scanner holds it. */
 void hca_mb_detach(struct hca_qp *qp)
 {
 	if (qp->mb_ri >= 0) {
 		if (qp->mb_rx)
 			atomic_store(&qp->mb_rx->epoch, 0);
-		rx_unpublish(qp->rcq, &qp->mb_ent);
+		hca_mb_rx_unpublish(qp->rcq, &qp->mb_ent);
 		qp->mb_ri = -1;
 	}
-	lane_release(qp);
+	hca_mb_lane_release(qp);
 	if (qp->mb_ti >= 0) {
 		struct hca_cq *cq = qp->scq;
 
 		atomic_store(&cq->mb_tx[qp->mb_ti], NULL);
-		busy_take(cq);
+		hca_mb_busy_take(cq);
 		if (qp->mb_n)
 			atomic_fetch_sub(&cq->mb_txp, qp->mb_n);
 		qp->mb_n = 0;
-		busy_drop(cq);
+		hca_mb_busy_drop(cq);
 		qp->mb_ti = -1;
 		qp->mb_tx_ok = false;
 	}
@@ -220,7 +213,7 @@ void hca_mb_detach(struct hca_qp *qp)
  * INIT -> RTR: a new connection. No scanner runs (mb_busy), the slots
  * and indexes start over, and the new epoch is published last.
  */
-static uint32_t new_epoch(struct hca_dev *dev)
+uint32_t hca_mb_new_epoch(struct hca_dev *dev)
 {
 	static _Atomic uint32_t epochs;
 	uint32_t ep;
@@ -237,115 +230,25 @@ void hca_mb_open(struct hca_qp *qp)
 
 	if (!mb)
 		return;
-	busy_take(qp->rcq);
+	hca_mb_busy_take(qp->rcq);
 	for (int i = 0; i < HCA_MB_SLOTS; i++)
 		atomic_store_explicit(&mb->slot[i].word, 0, memory_order_relaxed);
 	atomic_store_explicit(&mb->cons, 0, memory_order_relaxed);
 	atomic_store_explicit(&mb->rnr, 0, memory_order_relaxed);
 	atomic_store_explicit(&mb->nak, 0, memory_order_relaxed);
 	atomic_store(&qp->rcq->mb_pos[qp->mb_ri], 0);
-	atomic_store_explicit(&mb->epoch, new_epoch(qp->dev), memory_order_release);
-	busy_drop(qp->rcq);
+	atomic_store_explicit(&mb->epoch, hca_mb_new_epoch(qp->dev), memory_order_release);
+	hca_mb_busy_drop(qp->rcq);
 }
 
 /* To RESET: the connection is over; what waits in it is not taken. */
 void hca_mb_close(struct hca_qp *qp)
 {
 	if (qp->mb_rx) {
-		busy_take(qp->rcq);
+		hca_mb_busy_take(qp->rcq);
 		atomic_store(&qp->mb_rx->epoch, 0);
-		busy_drop(qp->rcq);
+		hca_mb_busy_drop(qp->rcq);
 	}
-}
-
-/* ---- an XRC SRQ's lanes (struct hca_mb_lanes, mbox.h) ---- */
-
-static _Atomic int xrc_env = -1;
-
-/* Does this SRQ get lanes? XRC, with a CQ; SOFTIB_MBOX_XRC=0 says no. */
-bool hca_mb_lanes_want(const struct hca_srq *srq)
-{
-	return srq->xrcd && srq->cq && hca_mb_max() &&
-	       !(srq->cq->flags & HCA_CQ_TIMESTAMPS) &&
-	       hca_env_once(&xrc_env, "SOFTIB_MBOX_XRC", 1, 0, 1);
-}
-
-/* The bytes an SRQ's ring block needs for ring_bytes of ring and lanes. */
-uint64_t hca_mb_lanes_block(uint64_t ring_bytes)
-{
-	return ((ring_bytes + 63) & ~63ULL) + sizeof(struct hca_mb_lanes);
-}
-
-/*
- * The SRQ is made (its ring's extra holds the lanes), not yet published:
- * each lane its CQ has room to scan gets an epoch; the others keep 0,
- * and no requester binds them.
- */
-void hca_mb_lanes_init(struct hca_srq *srq)
-{
-	struct hca_mb_lanes *l = hca_mb_lanes_of(srq->ring);
-	struct hca_dev *dev = srq->pd->ctx->dev;
-
-	srq->lanes = l;
-	for (int k = 0; k < HCA_MB_LANES; k++)
-		srq->lane[k] = (struct hca_mb_rx){ .srq = srq, .k = k, .ri = -1 };
-	if (!l)
-		return;
-	memset(l, 0, sizeof(*l));
-	for (int k = 0; k < HCA_MB_LANES; k++) {
-		struct hca_mb_rx *x = &srq->lane[k];
-
-		x->mb = &l->lane[k];
-		x->ri = rx_list_add(srq->cq, x);
-		if (x->ri < 0)
-			continue;
-		rx_publish(srq->cq, x, srq->ring);
-		atomic_store_explicit(&x->mb->epoch, new_epoch(dev), memory_order_release);
-	}
-}
-
-/* Destroy: requesters see the epochs go; no scanner holds a lane after. */
-void hca_mb_lanes_fini(struct hca_srq *srq)
-{
-	for (int k = 0; k < HCA_MB_LANES && srq->lanes; k++) {
-		struct hca_mb_rx *x = &srq->lane[k];
-
-		if (x->ri < 0)
-			continue;
-		atomic_store(&x->mb->epoch, 0);
-		rx_unpublish(srq->cq, x);
-	}
-}
-
-/*
- * The sweep (mb_busy held, the lane just drained): a lane whose QP is
- * gone (its process dead, or the number no longer its) is free again.
- * Its messages were all taken, or are lost with their sender; the next
- * requester binds at the consumer index.
- */
-static void lanes_sweep(struct hca_dev *dev, struct hca_cq *cq, int i, struct hca_mb_rx *x)
-{
-	_Atomic uint64_t *ow = &x->srq->lanes->owner[x->k];
-	uint64_t o = atomic_load(ow), pos, w;
-	uint16_t slot = (uint16_t)(o >> 48);
-	uint32_t gen = (uint32_t)(o >> 24) & 0xffffff, qpn = (uint32_t)o & 0xffffff;
-	struct hca_qp_ent *e;
-
-	if (!o)
-		return;
-	e = hca_qp_lookup(dev->seg, qpn);
-	if (e && atomic_load(&e->qpn) == qpn && e->owner == slot &&
-	    (e->owner_gen & 0xffffff) == gen && hca_peer_check(dev, slot, e->owner_gen) != HCA_LIVE_DEAD)
-		return;
-	/* freed once every message it put was passed: the next owner puts
-	 * its first at the stored position, which a message half written
-	 * by a dead one is at (or past, unreleased): it is overwritten */
-	pos = atomic_load_explicit(&cq->mb_pos[i], memory_order_relaxed);
-	w = atomic_load_explicit(&hca_mb_at(x->mb, pos)->word, memory_order_acquire);
-	if ((int64_t)(pos - atomic_load_explicit(&x->mb->prod, memory_order_relaxed)) < 0 ||
-	    w == hca_mb_word(pos, HCA_MB_READY))
-		return;
-	atomic_compare_exchange_strong(ow, &o, 0);
 }
 
 #define SQ_SLOT(qp, i) (&(qp)->sq[(i) & ((qp)->cap.max_send_wr - 1)])
@@ -375,27 +278,6 @@ void hca_mb_retract(struct hca_qp *qp)
 		atomic_fetch_sub_explicit(&qp->scq->mb_txp, qp->mb_n - k, memory_order_relaxed);
 	qp->mb_n = k;
 	qp->mb_block = qp->sq_tail;
-}
-
-/*
- * Requester: whether the mailbox bound is still the one its receiver's
- * entry names (an RC QP's, or a lane of the XRC SRQ): while it is, the
- * memory is a mailbox and a retract may write it.
- */
-bool hca_mb_still_named(struct hca_qp *qp)
-{
-	struct hca_qp_ent *e = qp->mb_e;
-
-	if (qp->mb_srqn) {
-		struct hca_srq_ent *s = hca_srq_lookup(qp->dev->seg, qp->mb_srqn);
-		struct hca_mb_lanes *l = s && s->ring_off ?
-			hca_mb_lanes_of(hca_seg_ptr(qp->dev->seg, s->ring_off)) : NULL;
-
-		return l && qp->mb && (char *)qp->mb >= (char *)l->lane &&
-		       (char *)qp->mb < (char *)(l->lane + HCA_MB_LANES);
-	}
-	return e && atomic_load(&e->qpn) == qp->attr->dest_qp_num &&
-	       e->mb_off == qp->mb_boff;
 }
 
 /* Requester (sq_lock held): the QP errs or resets; nothing is pending. */
@@ -501,15 +383,6 @@ static struct hca_ring *rx_ring(const struct hca_mb_rx *x, uint32_t *body)
 	return x->srq->ring;
 }
 
-/* The SRQ limit event is one-shot: it disarms as it fires (as resp.c's). */
-static void lane_srq_limit(struct hca_srq *srq)
-{
-	uint32_t limit = atomic_load(&srq->ent->limit);
-
-	if (limit && hca_ring_count(srq->ring) < limit && atomic_exchange(&srq->ent->limit, 0))
-		hca_raise_srq_event(srq->pd->ctx->dev, srq->idx, IBV_EVENT_SRQ_LIMIT_REACHED);
-}
-
 /* The completion's fields that name the connection. */
 static void rx_names(const struct hca_mb_rx *x, struct hca_cqe *c)
 {
@@ -522,32 +395,13 @@ static void rx_names(const struct hca_mb_rx *x, struct hca_cqe *c)
 	c->src_qp = atomic_load_explicit(&x->srq->lanes->src_qpn[x->k], memory_order_relaxed);
 }
 
-/*
- * An XRC receive QP's first message establishes it (the event goes to
- * the QP's owner, as the ring path's responder raises it); a lane
- * remembers which one it did that for.
- */
-static void lane_est(struct hca_dev *dev, struct hca_mb_rx *x, uint32_t tgt)
-{
-	struct hca_qp_ent *e;
-
-	if (x->est_qpn == tgt)
-		return;
-	e = hca_qp_lookup(dev->seg, tgt);
-	if (!e)
-		return;
-	if (atomic_load(&e->state) == IBV_QPS_RTR && !atomic_exchange(&e->comm_est, 1))
-		hca_raise_qp_event(dev, e, IBV_EVENT_COMM_EST);
-	x->est_qpn = tgt;
-}
-
 /* An RC QP counts what it received and establishes on the first. */
 static void rx_count(struct hca_mb_rx *x, uint8_t qs, uint32_t len, uint32_t tgt)
 {
 	struct hca_qp *qp = x->qp;
 
 	if (!qp) {
-		lane_est(x->srq->pd->ctx->dev, x, tgt);
+		hca_mb_lane_est(x->srq->pd->ctx->dev, x, tgt);
 		return;
 	}
 	atomic_fetch_add_explicit(&qp->ent->rx_msgs, 1, memory_order_relaxed);
@@ -636,7 +490,7 @@ static enum mb_take mb_take(struct hca_cq *cq, int i, struct hca_mb_rx *x, uint6
 		return MB_NONE;
 	}
 	if (x->srq)
-		lane_srq_limit(x->srq);
+		hca_mb_lane_srq_limit(x->srq);
 	n = s->nslots;
 	len = s->len;
 	flags = s->flags;
@@ -707,9 +561,9 @@ bool hca_mb_waiting(struct hca_cq *cq)
  */
 uint32_t hca_mb_count(struct hca_cq *cq)
 {
-	if (atomic_load_explicit(&cq->mb_txp, memory_order_relaxed) && busy_try(cq)) {
+	if (atomic_load_explicit(&cq->mb_txp, memory_order_relaxed) && hca_mb_busy_try(cq)) {
 		mb_reap_tx(cq, false);
-		busy_drop(cq);
+		hca_mb_busy_drop(cq);
 	}
 	return atomic_load_explicit(&cq->mb_nrx, memory_order_relaxed) && hca_mb_waiting(cq);
 }
@@ -789,7 +643,7 @@ bool hca_mb_begin(struct hca_cq *cq, struct hca_ring *ring, uint32_t n, unsigned
 		return false;
 	if (txp)
 		*rx_end = hca_ring_published_end(ring, n);
-	if (!busy_try(cq)) {
+	if (!hca_mb_busy_try(cq)) {
 		*mask = 0;
 		if (txp)
 			*rx_end = 0;
@@ -883,13 +737,11 @@ int hca_mb_end(struct hca_cq *cq, unsigned mask, int n, struct ibv_wc *wc, uint6
 				break;
 		}
 	}
-	busy_drop(cq);
+	hca_mb_busy_drop(cq);
 	for (int k = 0; k < nf; k++)
 		mb_err(cq->ctx->dev, &failed[k]);
 	return got;
 }
-
-static void lanes_sweep(struct hca_dev *dev, struct hca_cq *cq, int i, struct hca_mb_rx *x);
 
 /*
  * Progress thread: messages of a process that does not poll land in its
@@ -907,7 +759,7 @@ static void mb_sweep_cq(struct hca_cq *cq)
 	 * (hca_mb_begin); a send queue busy elsewhere: the next sweep */
 	if (atomic_load_explicit(&cq->mb_txp, memory_order_relaxed) &&
 	    !mb_reap_tx(cq, true)) {
-		busy_drop(cq);
+		hca_mb_busy_drop(cq);
 		return;
 	}
 	for (int i = 0; i < HCA_MB_PER_CQ; i++) {
@@ -930,9 +782,9 @@ static void mb_sweep_cq(struct hca_cq *cq)
 			}
 		}
 		if (x->srq)
-			lanes_sweep(dev, cq, i, x);
+			hca_mb_lane_sweep(dev, cq, i, x);
 	}
-	busy_drop(cq);
+	hca_mb_busy_drop(cq);
 	for (int k = 0; k < nf; k++)
 		mb_err(dev, &failed[k]);
 }
@@ -958,7 +810,7 @@ void hca_mb_sweep(struct hca_dev *dev)
 		hca_seg_lock(seg);
 		cq = atomic_load(&dev->cq_tab[i]);
 		mine = cq && (atomic_load(&cq->mb_nrx) || atomic_load(&cq->mb_txp)) &&
-		       busy_try(cq);
+		       hca_mb_busy_try(cq);
 		hca_seg_unlock(seg);
 		if (mine)
 			mb_sweep_cq(cq);

@@ -115,4 +115,22 @@ static inline uint8_t *hca_mb_bytes(struct hca_mbox *mb, uint64_t pos, uint32_t 
 	return p;
 }
 
+/*
+ * Shared by mbox.c (RC mailboxes, the polls) and mbox_lanes.c (XRC):
+ * one scanner of a CQ's mailboxes at a time (mb_busy); a mailbox onto
+ * and off its CQ's scan; an epoch for a new one.
+ */
+void hca_mb_busy_take(struct hca_cq *cq);
+bool hca_mb_busy_try(struct hca_cq *cq);
+void hca_mb_busy_drop(struct hca_cq *cq);
+int hca_mb_rx_list_add(struct hca_cq *cq, struct hca_mb_rx *x);
+void hca_mb_rx_publish(struct hca_cq *cq, struct hca_mb_rx *x, struct hca_ring *rq);
+void hca_mb_rx_unpublish(struct hca_cq *cq, struct hca_mb_rx *x);
+uint32_t hca_mb_new_epoch(struct hca_dev *dev);
+/* ... and the lanes' parts of the receiver and the requester */
+void hca_mb_lane_sweep(struct hca_dev *dev, struct hca_cq *cq, int i, struct hca_mb_rx *x);
+void hca_mb_lane_srq_limit(struct hca_srq *srq);
+void hca_mb_lane_est(struct hca_dev *dev, struct hca_mb_rx *x, uint32_t tgt);
+void hca_mb_lane_release(struct hca_qp *qp);
+
 #endif
