@@ -78,73 +78,48 @@ struct conn_opts {
 	uint8_t rnr_retry, retry_cnt, timeout, min_rnr_timer;
 };
 
-static int connect_qp(struct ibv_qp *qp, uint32_t dest, const struct conn_opts *o)
+#define INIT_MASK (IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)
+#define RTR_MASK (IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN)
+#define RTR_RECV_MASK (RTR_MASK | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)
+
+static int to_init(struct ibv_qp *qp)
 {
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
 				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
 
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-			  IBV_QP_ACCESS_FLAGS))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = dest;
-	a.rq_psn = 0x100;
-	a.max_dest_rd_atomic = 1;
-	a.min_rnr_timer = o->min_rnr_timer;
-	a.ah_attr.dlid = port_attr.lid;
-	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-			  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-			  IBV_QP_MIN_RNR_TIMER))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 0x100;
-	a.timeout = o->timeout;
-	a.retry_cnt = o->retry_cnt;
-	a.rnr_retry = o->rnr_retry;
-	a.max_rd_atomic = 1;
+	return ibv_modify_qp(qp, &a, INIT_MASK);
+}
+
+static int to_rtr(struct ibv_qp *qp, uint32_t dest, const struct conn_opts *o, int mask)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024,
+				 .dest_qp_num = dest, .rq_psn = 0x100, .max_dest_rd_atomic = 1,
+				 .min_rnr_timer = o->min_rnr_timer,
+				 .ah_attr = { .dlid = port_attr.lid, .port_num = 1 } };
+
+	return ibv_modify_qp(qp, &a, mask);
+}
+
+static int to_rts(struct ibv_qp *qp, const struct conn_opts *o)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTS, .sq_psn = 0x100,
+				 .timeout = o->timeout, .retry_cnt = o->retry_cnt,
+				 .rnr_retry = o->rnr_retry, .max_rd_atomic = 1 };
+
 	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
-			     IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-			     IBV_QP_MAX_QP_RD_ATOMIC);
+			     IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+static int connect_qp(struct ibv_qp *qp, uint32_t dest, const struct conn_opts *o)
+{
+	return to_init(qp) || to_rtr(qp, dest, o, RTR_RECV_MASK) || to_rts(qp, o) ? -1 : 0;
 }
 
 /* XRC: the send QP a to RTS toward b, the receive QP b to RTR from a. */
 static int connect_xrc(struct pair *p, const struct conn_opts *o)
 {
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
-				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
-	const int init = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
-	const int rtr = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-			IBV_QP_RQ_PSN;
-
-	if (ibv_modify_qp(p->a, &a, init) || ibv_modify_qp(p->b, &a, init))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.rq_psn = 0x100;
-	a.max_dest_rd_atomic = 1;
-	a.min_rnr_timer = o->min_rnr_timer;
-	a.ah_attr.dlid = port_attr.lid;
-	a.ah_attr.port_num = 1;
-	a.dest_qp_num = p->b->qp_num;
-	if (ibv_modify_qp(p->a, &a, rtr))
-		return -1;
-	a.dest_qp_num = p->a->qp_num;
-	if (ibv_modify_qp(p->b, &a, rtr | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 0x100;
-	a.timeout = o->timeout;
-	a.retry_cnt = o->retry_cnt;
-	a.rnr_retry = o->rnr_retry;
-	a.max_rd_atomic = 1;
-	return ibv_modify_qp(p->a, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
-			     IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+	return to_init(p->a) || to_init(p->b) || to_rtr(p->a, p->b->qp_num, o, RTR_MASK) ||
+	       to_rtr(p->b, p->a->qp_num, o, RTR_RECV_MASK) || to_rts(p->a, o) ? -1 : 0;
 }
 
 /* XRC: a send QP and a receive QP in the pair's domain. */
@@ -683,6 +658,45 @@ static int suite_init_xrc(void)
 }
 
 /*
+ * The XRC tests' messages: the bytes of fill(seed), over whose first five
+ * go the message's number and a tag (its sender, its SRQ).
+ */
+static void send_tagged(struct pair *p, uint32_t sent, uint32_t len, uint32_t seed,
+			uint32_t m, uint8_t tag)
+{
+	uint8_t *b = p->s + (size_t)(sent % NRX) * BUF;
+
+	fill(b, len, seed);
+	memcpy(b, &m, 4);
+	b[4] = tag;
+	CU_ASSERT_EQUAL_FATAL(post_send(p, IBV_WR_SEND, sent, (sent % NRX) * BUF, len, true,
+					0), 0);
+}
+
+static bool tagged_ok(const uint8_t *b, uint32_t len, uint32_t seed)
+{
+	uint8_t want[BUF];
+
+	fill(want, len, seed);
+	return len >= 5 && memcmp(b + 5, want + 5, len - 5) == 0;
+}
+
+/* One poll: the receives into wc (returned), each send counted in *done. */
+static int poll_recvs(struct ibv_cq *cq, struct ibv_wc *wc, uint32_t *done)
+{
+	int n = ibv_poll_cq(cq, 64, wc), r = 0;
+
+	for (int j = 0; j < n; j++) {
+		CU_ASSERT_EQUAL(wc[j].status, IBV_WC_SUCCESS);
+		if (wc[j].opcode == IBV_WC_RECV)
+			wc[r++] = wc[j];
+		else
+			(*done)++;
+	}
+	return r;
+}
+
+/*
  * Six XRC send QPs (more than an SRQ has lanes: the last ones go by the
  * ring path) into one SRQ, sizes on both sides of the threshold, sends
  * interleaved: each sender's messages arrive in its order, every byte
@@ -714,25 +728,16 @@ static void test_xrc_senders(void)
 	while ((got < NS * PER || done < NS * PER) && now_ms() < end) {
 		/* a few sends from each, while the SRQ has room for them */
 		for (int i = 0; i < NS && sent < NS * PER && sent - got < NRX / 2; i++) {
-			uint32_t m = sent / NS, len = 24 + (m * 331 + (uint32_t)i * 97) % 2000;
-			uint8_t *b = p.s + (size_t)(sent % NRX) * BUF;
+			uint32_t m = sent / NS;
 
-			fill(b, len, m * NS + (uint32_t)i);
-			memcpy(b, &m, 4);
-			b[4] = (uint8_t)i;
 			p.a = ini[i];
-			CU_ASSERT_EQUAL_FATAL(post_send(&p, IBV_WR_SEND, sent, (sent % NRX) * BUF,
-							len, true, 0), 0);
+			send_tagged(&p, sent, 24 + (m * 331 + (uint32_t)i * 97) % 2000,
+				    m * NS + (uint32_t)i, m, (uint8_t)i);
 			sent++;
 		}
-		int n = ibv_poll_cq(p.cq, 64, wc);
+		int n = poll_recvs(p.cq, wc, &done);
 
 		for (int j = 0; j < n; j++) {
-			CU_ASSERT_EQUAL(wc[j].status, IBV_WC_SUCCESS);
-			if (wc[j].opcode != IBV_WC_RECV) {
-				done++;
-				continue;
-			}
 			uint8_t *b = p.r + (size_t)(wc[j].wr_id - 1000) * BUF;
 			uint32_t m;
 			int i = b[4];
@@ -742,11 +747,7 @@ static void test_xrc_senders(void)
 			CU_ASSERT_EQUAL(m, next[i]);
 			CU_ASSERT_EQUAL(wc[j].qp_num, tgt[i]->qp_num);
 			CU_ASSERT_EQUAL(wc[j].src_qp, ini[i]->qp_num);
-			/* the bytes past the header are the fill's */
-			uint8_t want[BUF];
-
-			fill(want, wc[j].byte_len, m * NS + (uint32_t)i);
-			CU_ASSERT(memcmp(b + 5, want + 5, wc[j].byte_len - 5) == 0);
+			CU_ASSERT(tagged_ok(b, wc[j].byte_len, m * NS + (uint32_t)i));
 			next[i] = m + 1;
 			got++;
 			CU_ASSERT_EQUAL(post_recv(&p, (int)(wc[j].wr_id - 1000), BUF), 0);
@@ -799,35 +800,23 @@ static void test_xrc_two_srqs(void)
 	while ((got < N || done < N) && now_ms() < end) {
 		while (sent < N && sent - got < NRX / 4) {
 			int t = (sent / 3 + sent) % 2;   /* turns, and runs */
-			uint32_t m = sent, len = 16 + (m * 397) % 1500;
-			uint8_t *b = p.s + (size_t)(sent % NRX) * BUF;
 
-			fill(b, len, m);
-			memcpy(b, &m, 4);
-			b[4] = (uint8_t)t;
 			p.srqn = srqn[t];
-			CU_ASSERT_EQUAL_FATAL(post_send(&p, IBV_WR_SEND, sent, (sent % NRX) * BUF,
-							len, true, 0), 0);
+			send_tagged(&p, sent, 16 + (sent * 397) % 1500, sent, sent, (uint8_t)t);
 			sent++;
 		}
-		int n = ibv_poll_cq(p.cq, 64, wc);
+		int n = poll_recvs(p.cq, wc, &done);
 
 		for (int j = 0; j < n; j++) {
-			CU_ASSERT_EQUAL(wc[j].status, IBV_WC_SUCCESS);
-			if (wc[j].opcode != IBV_WC_RECV) {
-				done++;
-				continue;
-			}
 			int k = (int)(wc[j].wr_id - 1000), t = k >= NRX / 2;
-			uint8_t *b = p.r + (size_t)k * BUF, want[BUF];
+			uint8_t *b = p.r + (size_t)k * BUF;
 			uint32_t m;
 
 			memcpy(&m, b, 4);
 			CU_ASSERT_EQUAL(b[4], t);
 			CU_ASSERT(m >= next[t]);   /* in order per SRQ */
 			next[t] = m + 1;
-			fill(want, wc[j].byte_len, m);
-			CU_ASSERT(memcmp(b + 5, want + 5, wc[j].byte_len - 5) == 0);
+			CU_ASSERT(tagged_ok(b, wc[j].byte_len, m));
 			got++;
 			p.srq = srq[t];
 			CU_ASSERT_EQUAL(post_recv(&p, k, BUF), 0);
