@@ -182,10 +182,10 @@ static void test_remote_class(void)
 	CU_ASSERT_FATAL(sib_worker_create(c, NULL, &x) == SIB_OK);
 	CU_ASSERT_EQUAL(sib_worker_query(x, &a), SIB_OK);
 	CU_ASSERT_EQUAL(a.nclasses, 5);
-	CU_ASSERT_EQUAL(a.classes[3].size, 32768);
-	CU_ASSERT_EQUAL(a.classes[4].size, 131072);
+	CU_ASSERT_EQUAL(a.classes[3].size, 32768 + 512);
+	CU_ASSERT_EQUAL(a.classes[4].size, 131072 + 512);
 	CU_ASSERT_EQUAL(a.classes[4].depth, 16);
-	CU_ASSERT_EQUAL(a.eager_max, 131072 - 24);
+	CU_ASSERT_EQUAL(a.eager_max, 131072 + 512 - 24);
 	CU_ASSERT_EQUAL(sib_worker_destroy(x), SIB_OK);
 	CU_ASSERT_EQUAL(sib_context_destroy(c), SIB_OK);
 
