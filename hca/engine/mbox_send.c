@@ -311,6 +311,16 @@ uint32_t hca_mb_reap(struct hca_qp *qp, bool timed)
 		qp->mb_stall_ns = 0;
 		return done;
 	}
+	/*
+	 * Nothing taken since the last look: the receiver is slow, or it
+	 * went. A busy poller reaps at every poll, so the target's entry and
+	 * its RNR word are looked at once in 16 such reaps (and at every look
+	 * of the progress thread), the clock once in 256.
+	 */
+	uint32_t k = ++qp->mb_stall;
+
+	if ((k & 15) && !timed)
+		return done;
 	if (mb_target(qp, qp->mb_srqn) != mb) {
 		/* it stopped receiving, reset or went: nothing more will be
 		 * taken. While its entry names the mailbox, what is left is
@@ -333,8 +343,7 @@ uint32_t hca_mb_reap(struct hca_qp *qp, bool timed)
 			return done;
 		}
 	}
-	/* a clock read in 256 reaps that found nothing: a stall is rare */
-	if ((++qp->mb_stall & 255) && !timed && mb_stall_ns() >= 1000000)
+	if ((k & 255) && !timed && mb_stall_ns() >= 1000000)
 		return done;
 	uint64_t now = hca_now_ns();
 
