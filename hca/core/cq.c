@@ -34,6 +34,7 @@
 
 #include "hca_int.h"
 #include "progress.h"
+#include "mbox.h"
 
 struct hca_cq_ent *hca_cq_ent(struct hca_dev *dev, uint32_t idx)
 {

@@ -747,27 +747,7 @@ void hca_emb_sweep_ring(struct hca_dev *dev, struct hca_ring *r);
 void hca_emb_restamp(void *body, uint64_t pos);
 uint64_t hca_emb_ready(uint64_t pos);
 
-/* mbox.c */
-uint32_t hca_mb_max(void);
-bool hca_mb_rx_want(struct hca_qp *qp);
-void hca_mb_attach(struct hca_qp *qp, uint64_t mb_off);
-void hca_mb_detach(struct hca_qp *qp);
-void hca_mb_open(struct hca_qp *qp);
-void hca_mb_close(struct hca_qp *qp);
-void hca_mb_retract(struct hca_qp *qp);
-void hca_mb_tx_drop(struct hca_qp *qp);
-bool hca_mb_still_named(struct hca_qp *qp);
-bool hca_mb_lanes_want(const struct hca_srq *srq);
-uint64_t hca_mb_lanes_block(uint64_t ring_bytes);
-void hca_mb_lanes_init(struct hca_srq *srq);
-void hca_mb_lanes_fini(struct hca_srq *srq);
-bool hca_mb_begin(struct hca_cq *cq, struct hca_ring *ring, uint32_t n, unsigned *mask,
-		  uint64_t *rx_end);
-int hca_mb_end(struct hca_cq *cq, unsigned mask, int n, struct ibv_wc *wc, uint64_t *ts,
-	       int got, bool peeked_only);
-bool hca_mb_waiting(struct hca_cq *cq);
-uint32_t hca_mb_count(struct hca_cq *cq);
-void hca_mb_sweep(struct hca_dev *dev);
+/* mbox.c, mbox_lanes.c: their entry points are in mbox.h */
 void hca_cq_wake_at(struct hca_dev *dev, uint32_t cq_idx, bool solicited);
 void hca_cqe_to_wc(const struct hca_cqe *c, struct ibv_wc *wc);
 

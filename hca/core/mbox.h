@@ -115,6 +115,28 @@ static inline uint8_t *hca_mb_bytes(struct hca_mbox *mb, uint64_t pos, uint32_t 
 	return p;
 }
 
+/* The mailboxes' entry points (mbox.c, mbox_lanes.c). */
+uint32_t hca_mb_max(void);
+bool hca_mb_rx_want(struct hca_qp *qp);
+void hca_mb_attach(struct hca_qp *qp, uint64_t mb_off);
+void hca_mb_detach(struct hca_qp *qp);
+void hca_mb_open(struct hca_qp *qp);
+void hca_mb_close(struct hca_qp *qp);
+void hca_mb_retract(struct hca_qp *qp);
+void hca_mb_tx_drop(struct hca_qp *qp);
+bool hca_mb_still_named(struct hca_qp *qp);
+bool hca_mb_lanes_want(const struct hca_srq *srq);
+uint64_t hca_mb_lanes_block(uint64_t ring_bytes);
+void hca_mb_lanes_init(struct hca_srq *srq);
+void hca_mb_lanes_fini(struct hca_srq *srq);
+bool hca_mb_begin(struct hca_cq *cq, struct hca_ring *ring, uint32_t n, unsigned *mask,
+		  uint64_t *rx_end);
+int hca_mb_end(struct hca_cq *cq, unsigned mask, int n, struct ibv_wc *wc, uint64_t *ts,
+	       int got, bool peeked_only);
+bool hca_mb_waiting(struct hca_cq *cq);
+uint32_t hca_mb_count(struct hca_cq *cq);
+void hca_mb_sweep(struct hca_dev *dev);
+
 /*
  * Shared by mbox.c (RC mailboxes, the polls) and mbox_lanes.c (XRC):
  * one scanner of a CQ's mailboxes at a time (mb_busy); a mailbox onto

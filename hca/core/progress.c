@@ -18,6 +18,7 @@
 #include "hca_int.h"
 #include "link_ops.h"
 #include "progress.h"
+#include "mbox.h"
 
 #define HCA_PERIOD_NS (200ULL * 1000000ULL) /* membership re-check */
 #define HCA_POLL_GRACE_NS 200000ULL /* a poller this recent reads the socket */

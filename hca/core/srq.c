@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "hca_int.h"
+#include "mbox.h"
 
 uint32_t hca_rwqe_body(uint32_t max_sge)
 {

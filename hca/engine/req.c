@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "mbox.h"
 
 /* IB spec encoding of the RNR NAK timer, in microseconds. */
 const uint32_t hca_rnr_timer_us[32] = {
