@@ -552,6 +552,7 @@ struct hca_qp {
 	uint64_t mb_boff;
 	uint32_t mb_epoch;
 	uint32_t mb_srqn;           /* XRC: the SRQ whose lane is bound (else 0) */
+	uint32_t mb_last_srqn;      /* ... and the SRQ of the last SEND looked at */
 	struct hca_mb_lanes *mb_lanes; /* ... its lanes, and ours among them */
 	int mb_lane;
 	uint32_t mb_cq;             /* the receiver's CQ: woken if armed */

@@ -174,6 +174,24 @@ static void mb_fill(struct hca_mbox *mb, uint64_t pos, const struct iovec *iov, 
 }
 
 /*
+ * XRC: does this SEND go to the SRQ the one before it went to? A QP that
+ * moves between SRQs at every message (an all-to-all) would put each in
+ * a lane only to take it back at the next switch (or wait for it to be
+ * taken): such a run goes by the ring path, and a lane serves a stream
+ * to one SRQ (a ping-pong, a window of sends) from its second message.
+ */
+static bool xrc_same_srq(struct hca_qp *qp, const struct hca_swqe *w)
+{
+	uint32_t srqn = w->wr.qp_type.xrc.remote_srqn;
+	bool same = srqn == qp->mb_last_srqn;
+
+	if (qp->type != IBV_QPT_XRC_SEND)
+		return true;
+	qp->mb_last_srqn = srqn;
+	return same;
+}
+
+/*
  * The WQE at index idx (every WQE before it complete or in the mailbox):
  * into the mailbox if it can go there. MB_SEND_NO: by the ring path;
  * MB_SEND_WAIT: not now, the mailbox is full of ours.
@@ -189,7 +207,7 @@ int hca_mb_send(struct hca_qp *qp, struct hca_swqe *w, uint32_t idx)
 
 	if (!qp->mb_tx_ok || (int32_t)(idx - qp->mb_block) < 0 ||
 	    (w->wr.opcode != IBV_WR_SEND && w->wr.opcode != IBV_WR_SEND_WITH_IMM) ||
-	    len > hca_mb_max() ||
+	    !xrc_same_srq(qp, w) || len > hca_mb_max() ||
 	    !(mb = mb_target(qp, qp->type == IBV_QPT_XRC_SEND ?
 				 w->wr.qp_type.xrc.remote_srqn : 0)))
 		return HCA_MB_SEND_NO;
