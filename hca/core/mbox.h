@@ -155,4 +155,15 @@ void hca_mb_lane_srq_limit(struct hca_srq *srq);
 void hca_mb_lane_est(struct hca_dev *dev, struct hca_mb_rx *x, uint32_t tgt);
 void hca_mb_lane_release(struct hca_qp *qp);
 
+/* ... taking one message (mbox_take.c), for the polls and the sweep */
+enum mb_take { MB_NONE, MB_GOT, MB_SKIPPED };
+/* A message taken, its position not yet given back (mb_commit). */
+struct mb_done {
+	uint64_t pos;           /* past it */
+	uint32_t flags, scq;
+};
+enum mb_take hca_mb_take(struct hca_cq *cq, int i, struct hca_mb_rx *x, uint64_t lim,
+			 struct hca_cqe *c, bool *err, struct mb_done *d);
+void hca_mb_commit(struct hca_cq *cq, int i, struct hca_mb_rx *x, const struct mb_done *d);
+
 #endif
