@@ -75,7 +75,8 @@ void hca_mb_lanes_fini(struct hca_srq *srq)
  * The sweep (mb_busy held, the lane just drained): a lane whose QP is
  * gone (its process dead, or the number no longer its) is free again.
  * Its messages were all taken, or are lost with their sender; the next
- * requester binds at the consumer index.
+ * requester goes on from the stored position (or the consumer index, if
+ * that is past it).
  */
 void hca_mb_lane_sweep(struct hca_dev *dev, struct hca_cq *cq, int i, struct hca_mb_rx *x)
 {
