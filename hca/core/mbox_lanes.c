@@ -16,11 +16,23 @@
 
 static _Atomic int xrc_env = -1;
 
-/* Does this SRQ get lanes? XRC, with a CQ; SOFTIB_MBOX_XRC=0 says no. */
+/* Whether the CQ's polls have room to scan one more mailbox. */
+static bool cq_has_room(struct hca_cq *cq)
+{
+	for (int i = 0; i < HCA_MB_PER_CQ; i++)
+		if (!atomic_load(&cq->mb_rx[i]))
+			return true;
+	return false;
+}
+
+/*
+ * Does this SRQ get lanes? XRC, with a CQ that can still scan one (the
+ * lanes' memory is not taken for nothing); SOFTIB_MBOX_XRC=0 says no.
+ */
 bool hca_mb_lanes_want(const struct hca_srq *srq)
 {
 	return srq->xrcd && srq->cq && hca_mb_max() &&
-	       !(srq->cq->flags & HCA_CQ_TIMESTAMPS) &&
+	       !(srq->cq->flags & HCA_CQ_TIMESTAMPS) && cq_has_room(srq->cq) &&
 	       hca_env_once(&xrc_env, "SOFTIB_MBOX_XRC", 1, 0, 1);
 }
 

@@ -78,10 +78,6 @@ static struct hca_mbox *lane_target(struct hca_qp *qp, struct hca_qp_ent *e, uin
 		}
 		if (k == HCA_MB_LANES)
 			return NULL;
-		/* the completion's names, before our first message's release */
-		atomic_store_explicit(&l->tgt_qpn[k], qp->attr->dest_qp_num,
-				      memory_order_relaxed);
-		atomic_store_explicit(&l->src_qpn[k], qp->qpn, memory_order_relaxed);
 	}
 found:
 	*off = (uint64_t)((char *)&l->lane[k] - (char *)seg);
@@ -135,6 +131,13 @@ static struct hca_mbox *mb_target(struct hca_qp *qp, uint32_t srqn)
 	qp->mb_srqn = qp->type == IBV_QPT_XRC_SEND ? srqn : 0;
 	qp->mb_lanes = lanes;   /* lane_target's fast path for this binding */
 	qp->mb_lane = lane;
+	if (lanes) {
+		/* the completion's names, at each binding (the QP may have been
+		 * connected anew since it claimed the lane), before our first
+		 * message's release; nothing of ours waits in the lane now */
+		atomic_store_explicit(&lanes->tgt_qpn[lane], dest, memory_order_relaxed);
+		atomic_store_explicit(&lanes->src_qpn[lane], qp->qpn, memory_order_relaxed);
+	}
 	qp->mb_cq = cq;
 	qp->mb_cons = atomic_load_explicit(&mb->cons, memory_order_acquire);
 	/* an RC mailbox starts over at each connection; a lane goes on
