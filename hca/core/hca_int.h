@@ -388,6 +388,9 @@ struct hca_cq {
 	_Atomic uint64_t mb_pos[HCA_MB_PER_CQ];
 	uint64_t mb_lim[HCA_MB_PER_CQ]; /* a poll's: past what it peeked (mb_busy) */
 	_Atomic int mb_nrx;           /* receive slots in use: a poll's quick skip */
+	/* bit i: mb_box[i] (mb_tx[i]) is set; a poll visits only those
+	 * (eight empty looks were a third of an idle poll) */
+	_Atomic uint32_t mb_rxlive, mb_txlive;
 	_Atomic uint32_t mb_txp;      /* mailbox sends of its QPs not yet retired */
 	_Atomic int mb_busy;          /* one mailbox scanner at a time */
 };
@@ -560,6 +563,12 @@ struct hca_qp {
 	uint32_t mb_n;
 	uint32_t mb_block;
 	uint32_t mb_stall;          /* reaps that saw no progress */
+	uint32_t mb_lazy;           /* reaps that did not look (hca_mb_reap) */
+	uint64_t mb_sig_end;        /* past our last signalled mailbox send */
+	/* a hint, written under sq_lock, read by polls without it: nothing
+	 * a poll must do here now (hca_sq_reap); and its polls since */
+	_Atomic bool mb_idle;
+	_Atomic uint32_t mb_idle_polls;
 	uint64_t mb_stall_ns;       /* when they began (0: not timed yet) */
 	uint64_t mb_rnr_seen;
 	bool mb_held;               /* wait_until_ns is a mailbox wait */

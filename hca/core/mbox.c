@@ -130,6 +130,7 @@ void hca_mb_rx_publish(struct hca_cq *cq, struct hca_mb_rx *x, struct hca_ring *
 	atomic_store(&cq->mb_pos[x->ri], atomic_load(&x->mb->cons));
 	atomic_store(&cq->mb_rq[x->ri], rq);
 	atomic_store(&cq->mb_box[x->ri], x->mb);
+	atomic_fetch_or(&cq->mb_rxlive, 1u << x->ri);
 	atomic_fetch_add(&cq->mb_nrx, 1);
 }
 
@@ -140,6 +141,7 @@ void hca_mb_rx_unpublish(struct hca_cq *cq, struct hca_mb_rx *x)
 		return;
 	if (x->mb) {
 		atomic_store(&cq->mb_box[x->ri], NULL);
+		atomic_fetch_and(&cq->mb_rxlive, ~(1u << x->ri));
 		atomic_fetch_sub(&cq->mb_nrx, 1);
 	}
 	atomic_store(&cq->mb_rx[x->ri], NULL);
@@ -182,6 +184,8 @@ void hca_mb_attach(struct hca_qp *qp, uint64_t mb_off)
 	    hca_mb_max()) {
 		qp->mb_ti = tx_list_add(qp->scq->mb_tx, qp);
 		qp->mb_tx_ok = qp->mb_ti >= 0;
+		if (qp->mb_tx_ok)
+			atomic_fetch_or(&qp->scq->mb_txlive, 1u << qp->mb_ti);
 	}
 }
 
@@ -198,6 +202,7 @@ void hca_mb_detach(struct hca_qp *qp)
 	if (qp->mb_ti >= 0) {
 		struct hca_cq *cq = qp->scq;
 
+		atomic_fetch_and(&cq->mb_txlive, ~(1u << qp->mb_ti));
 		atomic_store(&cq->mb_tx[qp->mb_ti], NULL);
 		hca_mb_busy_take(cq);
 		if (qp->mb_n)
@@ -324,8 +329,8 @@ static bool mb_ready(struct hca_cq *cq, int i, bool takeable)
 /* A message a poll would take waits in a mailbox of cq (the arm's last look). */
 bool hca_mb_waiting(struct hca_cq *cq)
 {
-	for (int i = 0; i < HCA_MB_PER_CQ; i++)
-		if (mb_ready(cq, i, true))
+	for (uint32_t m = atomic_load(&cq->mb_rxlive); m; m &= m - 1)
+		if (mb_ready(cq, __builtin_ctz(m), true))
 			return true;
 	return false;
 }
@@ -354,8 +359,9 @@ static bool mb_reap_tx(struct hca_cq *cq, bool timed)
 {
 	bool all = true;
 
-	for (int i = 0; i < HCA_MB_PER_CQ; i++) {
-		struct hca_qp *qp = atomic_load(&cq->mb_tx[i]);
+	for (uint32_t m = atomic_load_explicit(&cq->mb_txlive, memory_order_acquire); m;
+	     m &= m - 1) {
+		struct hca_qp *qp = atomic_load(&cq->mb_tx[__builtin_ctz(m)]);
 
 		if (qp && !hca_engine.sq_reap(qp, timed))
 			all = false;
@@ -411,10 +417,10 @@ bool hca_mb_begin(struct hca_cq *cq, struct hca_ring *ring, uint32_t n, unsigned
 	bool txp = atomic_load_explicit(&cq->mb_txp, memory_order_relaxed);
 	unsigned m = 0;
 
-	if (atomic_load_explicit(&cq->mb_nrx, memory_order_relaxed))
-		for (int i = 0; i < HCA_MB_PER_CQ; i++)
-			if (mb_ready(cq, i, false))
-				m |= 1u << i;
+	for (uint32_t l = atomic_load_explicit(&cq->mb_rxlive, memory_order_relaxed); l;
+	     l &= l - 1)
+		if (mb_ready(cq, __builtin_ctz(l), false))
+			m |= l & -l;
 	*mask = m;
 	if (!m && !txp)
 		return false;

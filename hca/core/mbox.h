@@ -2,9 +2,10 @@
  * A receive QP's mailbox (mbox.c states the protocol): a ring of 64-byte
  * slots in the segment, written by the one requester the QP is connected
  * to and read by the QP's own process as it polls. Each line has one
- * writer: the header's first line the receiver at open, its second the
- * receiver as it consumes, a slot the requester (its word also the
- * receiver's CAS to TAKEN, or the requester's to RETRACTED).
+ * writer: the header's first line the receiver at open, its second a
+ * lane's requester (prod), its third the receiver as it consumes, a slot
+ * the requester (its word also the receiver's CAS to TAKEN, or the
+ * requester's to RETRACTED).
  */
 #ifndef HCA_MBOX_H
 #define HCA_MBOX_H
@@ -16,6 +17,7 @@
 #include "ring.h"
 
 #define HCA_MB_SLOTS 256         /* a power of two: 16 KiB of slots */
+#define HCA_MB_LAZY_N 32         /* unsignalled sends a poll lets wait */
 #define HCA_MB_HEAD 24           /* a message's first slot, before its bytes */
 #define HCA_MB_FIRST (64 - HCA_MB_HEAD)
 /* SOFTIB_MBOX_MAX's ceiling: a message of 64 slots, four in flight */
@@ -42,11 +44,14 @@ struct hca_mbox {
 	 * binds to it and sees a reopen as a new connection */
 	_Atomic uint32_t epoch;
 	uint32_t pad0;
+	uint64_t pad0a[7];
 	/* a lane's: the requester's next position, stored after each of its
 	 * messages (a QP that comes back to its lane, or the next to claim
-	 * it, starts there: never below a slot not yet passed) */
+	 * it, starts there: never below a slot not yet passed). A line of
+	 * its own: the receiver reads epoch at every take, and sharing the
+	 * line made each message's store here cost that read a miss */
 	_Atomic uint64_t prod;
-	uint64_t pad1a[6];
+	uint64_t pad1a[7];
 	/* the receiver's, as it consumes: read by the sender's polls */
 	_Atomic uint64_t cons;   /* positions consumed (or skipped) */
 	_Atomic uint64_t rnr;    /* pos + 1 of a message found with no WQE */

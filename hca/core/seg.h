@@ -38,7 +38,7 @@
 #include "hca_limits.h"
 
 #define HCA_SEG_MAGIC   0x534f46544942ULL /* "SOFTIB" */
-#define HCA_SEG_VERSION 18
+#define HCA_SEG_VERSION 19
 /* The heap is sized at creation to the host's RAM (sparse: tmpfs pages on
  * touch), at least HCA_HEAP_MIN_SIZE and at most HCA_HEAP_MAX_SIZE. */
 #define HCA_HEAP_MIN_SIZE (1ULL << 31)

@@ -246,9 +246,12 @@ int hca_mb_send(struct hca_qp *qp, struct hca_swqe *w, uint32_t idx)
 	w->mb_pos = qp->mb_prod;
 	w->mb_slots = need;
 	qp->mb_prod += need;
+	if (s->flags & HCA_MB_F_SIGNALED)
+		qp->mb_sig_end = qp->mb_prod;
 	if (qp->mb_srqn)
 		atomic_store_explicit(&mb->prod, qp->mb_prod, memory_order_relaxed);
 	atomic_fetch_add_explicit(&qp->scq->mb_txp, 1, memory_order_relaxed);
+	hca_prefetch_w(hca_mb_at(mb, qp->mb_prod));
 	return HCA_MB_SEND_SENT;
 }
 
@@ -286,15 +289,29 @@ static void mb_stalled(struct hca_qp *qp)
  * Retire the mailbox WQEs the receiver has consumed (sq_lock held): each
  * completes with success, or with the NAK status the receiver left for
  * it (the QP then errs as on the ring path). Returns how many retired.
- * timed: the progress thread's look, which reads the clock every time.
+ * HCA_MB_REAP_TIMED: the progress thread's look, which reads the clock
+ * every time.
  */
-uint32_t hca_mb_reap(struct hca_qp *qp, bool timed)
+uint32_t hca_mb_reap(struct hca_qp *qp, enum hca_mb_reap_how how)
 {
 	struct hca_mbox *mb = qp->mb;
+	bool timed = how == HCA_MB_REAP_TIMED;
 	uint32_t done = 0;
 	uint64_t cons, rnr;
 
 	if (!qp->mb_n)
+		return 0;
+	/*
+	 * Only unsignalled sends wait (libsib's short messages): no one waits
+	 * for their completions, and no WQE waits behind them, so a poll
+	 * reads cons once in 64 reaps, or when HCA_MB_LAZY_N of them wait.
+	 * The consumer line then stays the receiver's between messages: its
+	 * store of cons costs its next post's fence no invalidation of our
+	 * copy (docs/datapath.md).
+	 */
+	if (how == HCA_MB_REAP_POLL && (int64_t)(qp->mb_sig_end - qp->mb_cons) <= 0 &&
+	    qp->mb_n < HCA_MB_LAZY_N && qp->sq_tail - qp->sq_head == qp->mb_n &&
+	    (++qp->mb_lazy & 63))
 		return 0;
 	/*
 	 * The consumer index first, whatever became of the target since: a

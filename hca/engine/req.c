@@ -120,7 +120,7 @@ int hca_qp_post_send_ah(struct hca_qp *qp, struct ibv_send_wr *wr,
 		ah = ahs ? ahs[i] : NULL;
 		rc = wr_check(qp, wr, ah);
 		if (!rc && qp->sq_tail - qp->sq_head >= qp->cap.max_send_wr && qp->mb_n)
-			hca_mb_reap(qp, false); /* mailbox sends the receiver took */
+			hca_mb_reap(qp, HCA_MB_REAP_NOW); /* mailbox sends the receiver took */
 		if (!rc && qp->sq_tail - qp->sq_head >= qp->cap.max_send_wr)
 			rc = ENOMEM;
 		if (rc) {
@@ -523,7 +523,24 @@ static bool sq_run(struct hca_qp *qp)
 	return true;
 }
 
-static void sq_progress_locked(struct hca_qp *qp)
+/*
+ * After each run of the queue: may a poll pass this QP by (hca_sq_reap)?
+ * Yes when its queue is empty, or holds only unsignalled mailbox sends,
+ * fewer than HCA_MB_LAZY_N, with no wait pending (nobody waits for
+ * their completions: hca_mb_reap).
+ */
+static void mb_idle_update(struct hca_qp *qp)
+{
+	bool idle = qp->sq_head == qp->sq_tail ||
+		    (qp->sq_tail - qp->sq_head == qp->mb_n && qp->mb_n < HCA_MB_LAZY_N &&
+		     (int64_t)(qp->mb_sig_end - qp->mb_cons) <= 0 && !qp->mb_held &&
+		     !atomic_load_explicit(&qp->wait_until_ns, memory_order_relaxed));
+
+	if (atomic_load_explicit(&qp->mb_idle, memory_order_relaxed) != idle)
+		atomic_store_explicit(&qp->mb_idle, idle, memory_order_relaxed);
+}
+
+static void sq_progress_run(struct hca_qp *qp)
 {
 	enum ibv_qp_state s = hca_qp_state(qp);
 
@@ -531,7 +548,7 @@ static void sq_progress_locked(struct hca_qp *qp)
 		hca_qp_flush_sq(qp);
 		return;
 	}
-	if (qp->mb_n && hca_mb_reap(qp, false)) {
+	if (qp->mb_n && hca_mb_reap(qp, HCA_MB_REAP_POLL)) {
 		if (qp->mb_held) { /* room made, or the way cleared */
 			atomic_store_explicit(&qp->wait_until_ns, 0, memory_order_relaxed);
 			qp->mb_held = false;
@@ -566,6 +583,12 @@ drained:
 	}
 }
 
+static void sq_progress_locked(struct hca_qp *qp)
+{
+	sq_progress_run(qp);
+	mb_idle_update(qp);
+}
+
 void hca_sq_progress(struct hca_qp *qp)
 {
 	pthread_mutex_lock(&qp->sq_lock);
@@ -578,10 +601,19 @@ void hca_sq_progress(struct hca_qp *qp)
  * queue was not looked at. */
 bool hca_sq_reap(struct hca_qp *qp, bool timed)
 {
+	/* an idle queue (the hint above) is looked at once in 64 polls:
+	 * the lock and the run were most of a poll that waits for an answer */
+	if (!timed && atomic_load_explicit(&qp->mb_idle, memory_order_relaxed)) {
+		uint32_t k = atomic_load_explicit(&qp->mb_idle_polls, memory_order_relaxed) + 1;
+
+		atomic_store_explicit(&qp->mb_idle_polls, k, memory_order_relaxed);
+		if (k & 63)
+			return true;
+	}
 	if (pthread_mutex_trylock(&qp->sq_lock))
 		return false;
 	if (timed && qp->mb_n)
-		hca_mb_reap(qp, true); /* the progress thread: look at the clock */
+		hca_mb_reap(qp, HCA_MB_REAP_TIMED); /* the progress thread: look at the clock */
 	sq_progress_locked(qp); /* what was retracted goes by the ring */
 	pthread_mutex_unlock(&qp->sq_lock);
 	return true;
