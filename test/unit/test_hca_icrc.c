@@ -113,6 +113,35 @@ static void test_icrc_masking(void)
 	CU_ASSERT_EQUAL(hca_wire_parse(buf, n, &other, NULL, NULL, NULL), HCA_WIRE_EICRC);
 }
 
+/*
+ * The ICRC against its definition, by tables alone, at every length the
+ * short path (one padded run behind the headers) and the long path take:
+ * CRC-32 over eight 0xFF bytes, the masked headers and the packet.
+ */
+static void test_icrc_definition(void)
+{
+	uint8_t ip[HCA_IP4UDP_LEN], pkt[720], ref[8 + HCA_IP4UDP_LEN + 720];
+	uint32_t r = 12345;
+
+	for (size_t len = HCA_BTH_LEN + HCA_ICRC_LEN; len <= sizeof(pkt); len++) {
+		for (size_t i = 0; i < sizeof(ip); i++) {
+			r = r * 1103515245u + 12345u;
+			ip[i] = (uint8_t)(r >> 16);
+		}
+		for (size_t i = 0; i < len; i++) {
+			r = r * 1103515245u + 12345u;
+			pkt[i] = (uint8_t)(r >> 16);
+		}
+		memset(ref, 0xff, 8);
+		memcpy(ref + 8, ip, sizeof(ip));
+		memcpy(ref + 8 + sizeof(ip), pkt, len - HCA_ICRC_LEN);
+		ref[8 + 1] = ref[8 + 8] = ref[8 + 10] = ref[8 + 11] = 0xff;
+		ref[8 + 26] = ref[8 + 27] = ref[8 + HCA_IP4UDP_LEN + 4] = 0xff;
+		CU_ASSERT_EQUAL(hca_wire_icrc_raw(ip, pkt, len),
+				hca_crc32_tables(0, ref, 8 + sizeof(ip) + len - HCA_ICRC_LEN));
+	}
+}
+
 /* Any single flipped bit outside BTH byte 4 is caught (CRC-32: always). */
 static void test_icrc_every_bit(void)
 {
@@ -228,6 +257,7 @@ static int add_suites(void)
 	    !CU_add_test(w, "CRC-32 fast path = tables", test_crc32_paths_agree) ||
 	    !CU_add_test(w, "ICRC vector", test_icrc_vector) ||
 	    !CU_add_test(w, "ICRC masked fields", test_icrc_masking) ||
+	    !CU_add_test(w, "ICRC = its definition, every length", test_icrc_definition) ||
 	    !CU_add_test(w, "ICRC catches every bit", test_icrc_every_bit) ||
 	    !CU_add_test(w, "fuzz 5000 mutations", test_fuzz_mutations))
 		return -1;
