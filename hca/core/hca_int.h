@@ -392,6 +392,8 @@ struct hca_cq {
 	 * (eight empty looks were a third of an idle poll) */
 	_Atomic uint32_t mb_rxlive, mb_txlive;
 	_Atomic uint32_t mb_txp;      /* mailbox sends of its QPs not yet retired */
+	_Atomic uint32_t mb_txsig;    /* ... of them, signalled (hca_mb_begin) */
+	_Atomic uint32_t mb_txtick;   /* polls, for the lazy reaps */
 	_Atomic int mb_busy;          /* one mailbox scanner at a time */
 };
 
@@ -564,7 +566,7 @@ struct hca_qp {
 	uint32_t mb_block;
 	uint32_t mb_stall;          /* reaps that saw no progress */
 	uint32_t mb_lazy;           /* reaps that did not look (hca_mb_reap) */
-	uint64_t mb_sig_end;        /* past our last signalled mailbox send */
+	uint32_t mb_nsig;           /* of the mb_n, those signalled */
 	/* a hint, written under sq_lock, read by polls without it: nothing
 	 * a poll must do here now (hca_sq_reap); and its polls since */
 	_Atomic bool mb_idle;

@@ -205,9 +205,7 @@ void hca_mb_detach(struct hca_qp *qp)
 		atomic_fetch_and(&cq->mb_txlive, ~(1u << qp->mb_ti));
 		atomic_store(&cq->mb_tx[qp->mb_ti], NULL);
 		hca_mb_busy_take(cq);
-		if (qp->mb_n)
-			atomic_fetch_sub(&cq->mb_txp, qp->mb_n);
-		qp->mb_n = 0;
+		hca_mb_tx_forget(qp);
 		hca_mb_busy_drop(cq);
 		qp->mb_ti = -1;
 		qp->mb_tx_ok = false;
@@ -266,7 +264,7 @@ void hca_mb_close(struct hca_qp *qp)
  */
 void hca_mb_retract(struct hca_qp *qp)
 {
-	uint32_t k = qp->mb_n;
+	uint32_t k = qp->mb_n, sig = 0;
 
 	while (k) {
 		struct hca_swqe *w = SQ_SLOT(qp, qp->sq_head + k - 1);
@@ -277,11 +275,15 @@ void hca_mb_retract(struct hca_qp *qp)
 			    hca_mb_word(w->mb_pos, HCA_MB_RETRACTED),
 			    memory_order_acq_rel, memory_order_acquire))
 			break;
+		sig += hca_mb_wqe_sig(qp, w);
 		k--;
 	}
 	if (qp->mb_n != k)
 		atomic_fetch_sub_explicit(&qp->scq->mb_txp, qp->mb_n - k, memory_order_relaxed);
+	if (sig)
+		atomic_fetch_sub_explicit(&qp->scq->mb_txsig, sig, memory_order_relaxed);
 	qp->mb_n = k;
+	qp->mb_nsig -= sig;
 	qp->mb_block = qp->sq_tail;
 }
 
@@ -292,8 +294,7 @@ void hca_mb_tx_drop(struct hca_qp *qp)
 		/* only while the target's entry still names the mailbox */
 		if (hca_mb_still_named(qp))
 			hca_mb_retract(qp);
-		atomic_fetch_sub_explicit(&qp->scq->mb_txp, qp->mb_n, memory_order_relaxed);
-		qp->mb_n = 0;
+		hca_mb_tx_forget(qp);
 	}
 	qp->mb_block = qp->sq_tail;
 	qp->mb = NULL;
@@ -414,15 +415,28 @@ static uint64_t peek_end(struct hca_cq *cq, int i)
 bool hca_mb_begin(struct hca_cq *cq, struct hca_ring *ring, uint32_t n, unsigned *mask,
 		  uint64_t *rx_end)
 {
-	bool txp = atomic_load_explicit(&cq->mb_txp, memory_order_relaxed);
+	bool txp = atomic_load_explicit(&cq->mb_txp, memory_order_relaxed), reap = txp;
 	unsigned m = 0;
 
+	/*
+	 * Only unsignalled sends of ours wait (libsib's short messages): no
+	 * completion of theirs must come before an answer, and nobody waits
+	 * for one, so they are reaped once in 16 polls (their slots, a
+	 * receiver that stalls), and the polls between take no lock for them.
+	 */
+	if (txp && !atomic_load_explicit(&cq->mb_txsig, memory_order_relaxed)) {
+		uint32_t t = atomic_load_explicit(&cq->mb_txtick, memory_order_relaxed) + 1;
+
+		atomic_store_explicit(&cq->mb_txtick, t, memory_order_relaxed);
+		txp = false;
+		reap = !(t & 15);
+	}
 	for (uint32_t l = atomic_load_explicit(&cq->mb_rxlive, memory_order_relaxed); l;
 	     l &= l - 1)
 		if (mb_ready(cq, __builtin_ctz(l), false))
 			m |= l & -l;
 	*mask = m;
-	if (!m && !txp)
+	if (!m && !reap)
 		return false;
 	if (txp)
 		*rx_end = hca_ring_published_end(ring, n);
@@ -432,7 +446,7 @@ bool hca_mb_begin(struct hca_cq *cq, struct hca_ring *ring, uint32_t n, unsigned
 			*rx_end = 0;
 		return false;
 	}
-	if (txp && !mb_reap_tx(cq, false)) {
+	if (reap && !mb_reap_tx(cq, false) && txp) {
 		*mask = 0;
 		*rx_end = 0;
 	}

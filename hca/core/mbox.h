@@ -120,6 +120,22 @@ static inline uint8_t *hca_mb_bytes(struct hca_mbox *mb, uint64_t pos, uint32_t 
 	return p;
 }
 
+/* Does WQE w of qp ask for its completion? */
+static inline bool hca_mb_wqe_sig(const struct hca_qp *qp, const struct hca_swqe *w)
+{
+	return qp->sq_sig_all || (w->wr.send_flags & IBV_SEND_SIGNALED);
+}
+
+/* The requester forgets its mailbox sends (sq_lock held): none pending. */
+static inline void hca_mb_tx_forget(struct hca_qp *qp)
+{
+	if (qp->mb_n)
+		atomic_fetch_sub_explicit(&qp->scq->mb_txp, qp->mb_n, memory_order_relaxed);
+	if (qp->mb_nsig)
+		atomic_fetch_sub_explicit(&qp->scq->mb_txsig, qp->mb_nsig, memory_order_relaxed);
+	qp->mb_n = qp->mb_nsig = 0;
+}
+
 /* The mailboxes' entry points (mbox.c, mbox_lanes.c). */
 uint32_t hca_mb_max(void);
 bool hca_mb_rx_want(struct hca_qp *qp);

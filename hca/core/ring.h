@@ -90,21 +90,6 @@ enum hca_ring_tag {
 #define HCA_RING_WHO_BITS 14
 #define HCA_RING_POS_SHIFT 17
 
-/*
- * Ask for the line at p in the exclusive state, ahead of a store to it:
- * a line the other process last wrote (a slot it consumed) then moves
- * while we wait for the next message, not inside the next post (whose
- * fence would wait for it). x86's prefetchw (a NOP where not supported).
- */
-static inline void hca_prefetch_w(const void *p)
-{
-#if defined(__x86_64__)
-	__asm__ volatile("prefetchw %0" : : "m"(*(const char *)p));
-#else
-	__builtin_prefetch(p, 1, 3);
-#endif
-}
-
 static inline uint64_t hca_ring_word(uint64_t pos, uint32_t who, enum hca_ring_tag tag)
 {
 	return pos << HCA_RING_POS_SHIFT | (uint64_t)who << 3 | (uint64_t)tag;

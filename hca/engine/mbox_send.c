@@ -246,12 +246,13 @@ int hca_mb_send(struct hca_qp *qp, struct hca_swqe *w, uint32_t idx)
 	w->mb_pos = qp->mb_prod;
 	w->mb_slots = need;
 	qp->mb_prod += need;
-	if (s->flags & HCA_MB_F_SIGNALED)
-		qp->mb_sig_end = qp->mb_prod;
 	if (qp->mb_srqn)
 		atomic_store_explicit(&mb->prod, qp->mb_prod, memory_order_relaxed);
 	atomic_fetch_add_explicit(&qp->scq->mb_txp, 1, memory_order_relaxed);
-	hca_prefetch_w(hca_mb_at(mb, qp->mb_prod));
+	if (s->flags & HCA_MB_F_SIGNALED) {
+		qp->mb_nsig++;
+		atomic_fetch_add_explicit(&qp->scq->mb_txsig, 1, memory_order_relaxed);
+	}
 	return HCA_MB_SEND_SENT;
 }
 
@@ -277,10 +278,8 @@ static bool mb_receiver_gone(struct hca_qp *qp)
 static void mb_stalled(struct hca_qp *qp)
 {
 	hca_mb_retract(qp);
-	if (qp->mb_n && mb_receiver_gone(qp)) {
-		atomic_fetch_sub_explicit(&qp->scq->mb_txp, qp->mb_n, memory_order_relaxed);
-		qp->mb_n = 0;
-	}
+	if (qp->mb_n && mb_receiver_gone(qp))
+		hca_mb_tx_forget(qp);
 	qp->mb_stall = 0;
 	qp->mb_stall_ns = 0;
 }
@@ -309,7 +308,7 @@ uint32_t hca_mb_reap(struct hca_qp *qp, enum hca_mb_reap_how how)
 	 * store of cons costs its next post's fence no invalidation of our
 	 * copy (docs/datapath.md).
 	 */
-	if (how == HCA_MB_REAP_POLL && (int64_t)(qp->mb_sig_end - qp->mb_cons) <= 0 &&
+	if (how == HCA_MB_REAP_POLL && !qp->mb_nsig &&
 	    qp->mb_n < HCA_MB_LAZY_N && qp->sq_tail - qp->sq_head == qp->mb_n &&
 	    (++qp->mb_lazy & 63))
 		return 0;
@@ -332,6 +331,10 @@ uint32_t hca_mb_reap(struct hca_qp *qp, enum hca_mb_reap_how how)
 			break;
 		qp->mb_n--;
 		atomic_fetch_sub_explicit(&qp->scq->mb_txp, 1, memory_order_relaxed);
+		if (hca_mb_wqe_sig(qp, w)) {
+			qp->mb_nsig--;
+			atomic_fetch_sub_explicit(&qp->scq->mb_txsig, 1, memory_order_relaxed);
+		}
 		done++;
 		/* nak was stored before cons: the acquire above covers it */
 		nak = atomic_load_explicit(&mb->nak, memory_order_relaxed);
@@ -366,9 +369,7 @@ uint32_t hca_mb_reap(struct hca_qp *qp, enum hca_mb_reap_how how)
 		if (hca_mb_still_named(qp)) {
 			hca_mb_retract(qp);
 		} else {
-			atomic_fetch_sub_explicit(&qp->scq->mb_txp, qp->mb_n,
-						  memory_order_relaxed);
-			qp->mb_n = 0;
+			hca_mb_tx_forget(qp);
 			qp->mb_block = qp->sq_tail;
 		}
 		return done;

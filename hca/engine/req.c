@@ -533,7 +533,7 @@ static void mb_idle_update(struct hca_qp *qp)
 {
 	bool idle = qp->sq_head == qp->sq_tail ||
 		    (qp->sq_tail - qp->sq_head == qp->mb_n && qp->mb_n < HCA_MB_LAZY_N &&
-		     (int64_t)(qp->mb_sig_end - qp->mb_cons) <= 0 && !qp->mb_held &&
+		     !qp->mb_nsig && !qp->mb_held &&
 		     !atomic_load_explicit(&qp->wait_until_ns, memory_order_relaxed));
 
 	if (atomic_load_explicit(&qp->mb_idle, memory_order_relaxed) != idle)
