@@ -54,24 +54,56 @@ static enum ibv_wc_status mb_ranges(struct hca_dev *dev, uint32_t pd, const stru
 }
 
 /*
- * The message's bytes out of its slots into the ranges: straight from
- * the slots, or through a bounce buffer when they wrap.
+ * The message's bytes out of its slots into the ranges mb_ranges found
+ * (inside the same copy section): straight from the slots, around the
+ * ring's end when they wrap.
  */
-static bool mb_copy(struct hca_dev *dev, struct hca_mbox *mb, uint64_t pos, uint32_t len,
+static void mb_copy(struct hca_mbox *mb, uint64_t pos, uint32_t len,
 		    const struct hca_inl_iov *v, uint32_t nv)
 {
-	uint8_t buf[HCA_MB_LIMIT];
 	uint32_t room;
 	const uint8_t *src = hca_mb_bytes(mb, pos, &room);
 
-	if (!len)
-		return true;
-	if (len > room) {
-		memcpy(buf, src, room);
-		memcpy(buf + room, mb->slot, len - room);
-		src = buf;
+	for (uint32_t i = 0; i < nv && len; i++) {
+		uint8_t *d = (uint8_t *)(uintptr_t)v[i].addr;
+		uint32_t n = v[i].len;
+
+		while (n) {
+			uint32_t run = n < room ? n : room;
+
+			memcpy(d, src, run);
+			d += run;
+			src += run;
+			n -= run;
+			len -= run;
+			room -= run;
+			if (!room) { /* the slots wrap: on at the first */
+				src = (const uint8_t *)mb->slot;
+				room = sizeof(mb->slot);
+			}
+		}
 	}
-	return hca_inl_copy_in(dev, v, nv, len, src);
+}
+
+/*
+ * The receive WQE's ranges checked and the bytes copied in one copy
+ * section (a dereg of the receive buffer waits for it, or the lookup
+ * finds the key gone: fence.c), one lookup per range.
+ */
+static enum ibv_wc_status mb_deliver(struct hca_dev *dev, uint32_t pd, const struct mb_rwqe *w,
+				     struct hca_mbox *mb, uint64_t pos, uint32_t len)
+{
+	struct hca_inl_iov v[HCA_MAX_SGE];
+	enum ibv_wc_status st;
+	struct hca_fence f;
+	uint32_t nv;
+
+	hca_fence_enter(dev, &f);
+	st = mb_ranges(dev, pd, w, len, v, &nv);
+	if (st == IBV_WC_SUCCESS)
+		mb_copy(mb, pos, len, v, nv);
+	hca_fence_exit(&f);
+	return st;
 }
 
 /*
@@ -156,11 +188,10 @@ enum mb_take hca_mb_take(struct hca_cq *cq, int i, struct hca_mb_rx *x, uint64_t
 	uint64_t pos = atomic_load_explicit(&cq->mb_pos[i], memory_order_relaxed);
 	struct hca_mb_slot *s = hca_mb_at(mb, pos);
 	uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
-	struct hca_inl_iov v[HCA_MAX_SGE];
 	enum ibv_wc_status st;
 	struct hca_ring *rq;
 	struct mb_rwqe rw;
-	uint32_t nv, len, n, flags, scq, body;
+	uint32_t len, n, flags, scq, body;
 	uint8_t qs;
 
 	if (w >> 8 != pos || !atomic_load_explicit(&mb->epoch, memory_order_relaxed))
@@ -206,9 +237,7 @@ enum mb_take hca_mb_take(struct hca_cq *cq, int i, struct hca_mb_rx *x, uint64_t
 		n = n && n <= HCA_MB_SLOTS ? n : 1;
 		st = IBV_WC_LOC_PROT_ERR; /* not what a requester writes */
 	} else {
-		st = mb_ranges(dev, x->qp ? x->qp->pd->id : x->srq->pd->id, &rw, len, v, &nv);
-		if (st == IBV_WC_SUCCESS && !mb_copy(dev, mb, pos, len, v, nv))
-			st = IBV_WC_LOC_PROT_ERR;
+		st = mb_deliver(dev, x->qp ? x->qp->pd->id : x->srq->pd->id, &rw, mb, pos, len);
 	}
 	*c = (struct hca_cqe){ .wr_id = rw.h.wr_id, .status = st, .opcode = IBV_WC_RECV,
 			       .byte_len = len, .slid = dev->lid };

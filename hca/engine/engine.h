@@ -95,9 +95,11 @@ bool hca_sq_reap(struct hca_qp *qp, bool timed);
 /* mbox_send.c (hca/core/mbox.c states the protocol) */
 enum { HCA_MB_SEND_NO, HCA_MB_SEND_SENT, HCA_MB_SEND_WAIT };
 int hca_mb_send(struct hca_qp *qp, struct hca_swqe *w, uint32_t idx);
-/* how a reap looks: a poll's (lazy while only unsignalled sends wait), at
- * once (the send queue is full), or the progress thread's (the clock) */
-enum hca_mb_reap_how { HCA_MB_REAP_POLL, HCA_MB_REAP_NOW, HCA_MB_REAP_TIMED };
+/* how a reap looks: a poll's (lazy while only unsignalled sends wait), a
+ * post's (only when the mailbox is filling: the polls retire the rest,
+ * not the path to the next message's store), at once (the send queue is
+ * full), or the progress thread's (the clock) */
+enum hca_mb_reap_how { HCA_MB_REAP_POLL, HCA_MB_REAP_POST, HCA_MB_REAP_NOW, HCA_MB_REAP_TIMED };
 uint32_t hca_mb_reap(struct hca_qp *qp, enum hca_mb_reap_how how);
 
 /* resp.c */

@@ -220,14 +220,20 @@ int hca_mb_send(struct hca_qp *qp, struct hca_swqe *w, uint32_t idx)
 		if (qp->mb_prod + need - qp->mb_cons > HCA_MB_SLOTS)
 			return qp->mb_n ? HCA_MB_SEND_WAIT : HCA_MB_SEND_NO;
 	}
-	/* our lkeys looked up and the bytes read in one copy section */
-	hca_fence_enter(qp->dev, &f);
-	if (hca_req_local_iov(qp, w, iov, &n) != IBV_WC_SUCCESS) {
+	if (w->wr.send_flags & IBV_SEND_INLINE) {
+		/* bytes the post copied into the WQE: no key, no section */
+		hca_req_local_iov(qp, w, iov, &n);
+		mb_fill(mb, qp->mb_prod, iov, n);
+	} else {
+		/* our lkeys looked up and the bytes read in one copy section */
+		hca_fence_enter(qp->dev, &f);
+		if (hca_req_local_iov(qp, w, iov, &n) != IBV_WC_SUCCESS) {
+			hca_fence_exit(&f);
+			return HCA_MB_SEND_NO; /* the ring path reports it */
+		}
+		mb_fill(mb, qp->mb_prod, iov, n);
 		hca_fence_exit(&f);
-		return HCA_MB_SEND_NO; /* the ring path reports it */
 	}
-	mb_fill(mb, qp->mb_prod, iov, n);
-	hca_fence_exit(&f);
 	s = hca_mb_at(mb, qp->mb_prod);
 	s->len = len;
 	s->imm = w->wr.imm_data;
@@ -308,6 +314,8 @@ uint32_t hca_mb_reap(struct hca_qp *qp, enum hca_mb_reap_how how)
 	 * store of cons costs its next post's fence no invalidation of our
 	 * copy (docs/datapath.md).
 	 */
+	if (how == HCA_MB_REAP_POST && !qp->mb_held && qp->mb_n < HCA_MB_LAZY_N)
+		return 0;
 	if (how == HCA_MB_REAP_POLL && !qp->mb_nsig &&
 	    qp->mb_n < HCA_MB_LAZY_N && qp->sq_tail - qp->sq_head == qp->mb_n &&
 	    (++qp->mb_lazy & 63))

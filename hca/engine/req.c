@@ -97,6 +97,7 @@ static void wr_queue(struct hca_qp *qp, const struct ibv_send_wr *wr,
 }
 
 static void sq_progress_locked(struct hca_qp *qp);
+static void sq_progress_how(struct hca_qp *qp, enum hca_mb_reap_how how);
 
 int hca_qp_post_send(struct hca_qp *qp, struct ibv_send_wr *wr,
 		     struct ibv_send_wr **bad)
@@ -129,7 +130,7 @@ int hca_qp_post_send_ah(struct hca_qp *qp, struct ibv_send_wr *wr,
 		}
 		wr_queue(qp, wr, ah);
 	}
-	sq_progress_locked(qp);
+	sq_progress_how(qp, HCA_MB_REAP_POST);
 	pthread_mutex_unlock(&qp->sq_lock);
 	if (qp->udp)
 		hca_dev_poller_extend(qp->dev);
@@ -540,7 +541,7 @@ static void mb_idle_update(struct hca_qp *qp)
 		atomic_store_explicit(&qp->mb_idle, idle, memory_order_relaxed);
 }
 
-static void sq_progress_run(struct hca_qp *qp)
+static void sq_progress_run(struct hca_qp *qp, enum hca_mb_reap_how how)
 {
 	enum ibv_qp_state s = hca_qp_state(qp);
 
@@ -548,7 +549,7 @@ static void sq_progress_run(struct hca_qp *qp)
 		hca_qp_flush_sq(qp);
 		return;
 	}
-	if (qp->mb_n && hca_mb_reap(qp, HCA_MB_REAP_POLL)) {
+	if (qp->mb_n && hca_mb_reap(qp, how)) {
 		if (qp->mb_held) { /* room made, or the way cleared */
 			atomic_store_explicit(&qp->wait_until_ns, 0, memory_order_relaxed);
 			qp->mb_held = false;
@@ -583,10 +584,15 @@ drained:
 	}
 }
 
+static void sq_progress_how(struct hca_qp *qp, enum hca_mb_reap_how how)
+{
+	sq_progress_run(qp, how);
+	mb_idle_update(qp);
+}
+
 static void sq_progress_locked(struct hca_qp *qp)
 {
-	sq_progress_run(qp);
-	mb_idle_update(qp);
+	sq_progress_how(qp, HCA_MB_REAP_POLL);
 }
 
 void hca_sq_progress(struct hca_qp *qp)
