@@ -310,19 +310,22 @@ static bool mb_reap_tx(struct hca_cq *cq, bool timed);
  * A message waits at the head of mailbox i (a peek, no lock); takeable:
  * and a poll would make a completion of it now (a receive WQE is there).
  */
-static bool mb_ready(struct hca_cq *cq, int i, bool takeable)
+static inline __attribute__((always_inline)) bool mb_ready(struct hca_cq *cq, int i,
+							    bool takeable)
 {
 	struct hca_mbox *mb = atomic_load_explicit(&cq->mb_box[i], memory_order_acquire);
 	struct hca_ring *rq;
-	uint64_t pos, w;
+	uint64_t pos, d;
 
 	if (!mb)
 		return false;
+	/* the word at the head, against (pos, READY or RETRACTED): every
+	 * poll looks at each mailbox of its CQ, in a few instructions */
 	pos = atomic_load_explicit(&cq->mb_pos[i], memory_order_relaxed);
-	w = atomic_load_explicit(&hca_mb_at(mb, pos)->word, memory_order_acquire);
-	if (w >> 8 != pos || (w & 0xff) == HCA_MB_EMPTY || (w & 0xff) == HCA_MB_TAKEN)
+	d = atomic_load_explicit(&hca_mb_at(mb, pos)->word, memory_order_acquire) ^ (pos << 8);
+	if (d != HCA_MB_READY && d != HCA_MB_RETRACTED)
 		return false;
-	return !takeable || ((w & 0xff) == HCA_MB_READY &&
+	return !takeable || (d == HCA_MB_READY &&
 			     (rq = atomic_load_explicit(&cq->mb_rq[i], memory_order_relaxed)) &&
 			     hca_ring_count(rq));
 }
@@ -450,9 +453,8 @@ bool hca_mb_begin(struct hca_cq *cq, struct hca_ring *ring, uint32_t n, unsigned
 		*mask = 0;
 		*rx_end = 0;
 	}
-	for (int i = 0; i < HCA_MB_PER_CQ; i++)
-		if (*mask & 1u << i)
-			cq->mb_lim[i] = peek_end(cq, i);
+	for (unsigned l = *mask; l; l &= l - 1)
+		cq->mb_lim[__builtin_ctz(l)] = peek_end(cq, __builtin_ctz(l));
 	return true;
 }
 
@@ -509,10 +511,11 @@ int hca_mb_end(struct hca_cq *cq, unsigned mask, int n, struct ibv_wc *wc, uint6
 	if (mask && hca_ring_any_full(atomic_load_explicit(&cq->ring, memory_order_acquire)))
 		mask = 0;
 
-	for (int i = 0; i < HCA_MB_PER_CQ && got < n; i++) {
+	for (unsigned l = mask; l && got < n; l &= l - 1) {
+		int i = __builtin_ctz(l);
 		struct hca_mb_rx *x;
 
-		if (!(mask & 1u << i) || !(x = atomic_load(&cq->mb_rx[i])) || !x->mb)
+		if (!(x = atomic_load(&cq->mb_rx[i])) || !x->mb)
 			continue;
 		while (got < n) {
 			struct hca_cqe c;
@@ -530,7 +533,8 @@ int hca_mb_end(struct hca_cq *cq, unsigned mask, int n, struct ibv_wc *wc, uint6
 				failed[nf++] = fail_of(x, &c);
 				break;
 			}
-			if (peeked_only)
+			/* past what was peeked: the next take would refuse */
+			if (peeked_only || (int64_t)(d.pos - cq->mb_lim[i]) >= 0)
 				break;
 		}
 	}
