@@ -135,14 +135,17 @@ struct hca_qp_ent {
 	uint64_t rq_off;               /* receive ring offset, 0 if SRQ */
 	uint64_t mb_off;               /* its mailbox (mbox.c) in the ring's
 					* block, 0 if none: set before publish */
-	uint32_t rq_max_sge;
+	/* RC/UC: connected peer. In the first line, with what a mailbox
+	 * requester reads at each post (mb_target): the second holds the
+	 * counters the receiver adds to at each message */
+	_Atomic uint32_t dest_qpn;
 	_Atomic uint32_t qkey;
 	_Atomic uint32_t access;       /* qp_access_flags */
 	_Atomic uint8_t min_rnr_timer;
 	_Atomic uint8_t path_mtu;
 	_Atomic uint8_t max_dest_rd_atomic;
 	_Atomic uint16_t port_lid;     /* our port's LID (for wc.slid) */
-	_Atomic uint32_t dest_qpn;     /* RC/UC: connected peer */
+	uint32_t rq_max_sge;
 	_Atomic uint64_t rx_msgs, rx_bytes; /* messages taken by the responder */
 	struct hca_qp_counters cnt;
 	uint32_t xrcd;                 /* XRC: domain index, else HCA_NONE */
@@ -150,7 +153,7 @@ struct hca_qp_ent {
 	_Atomic uint64_t rnr_waiters[HCA_MAX_PROCS / 64]; /* slots held by RNR on it */
 	int attr_set;                  /* attributes ever set by modify */
 	struct ibv_qp_attr attr;       /* what modify set: query returns it */
-};
+} __attribute__((aligned(64))); /* a line per 64 bytes: see dest_qpn */
 
 /* A CQ directory entry: the producer side of a CQ lives here. */
 struct hca_cq_ent {
