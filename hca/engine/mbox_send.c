@@ -246,8 +246,8 @@ int hca_mb_send(struct hca_qp *qp, struct hca_swqe *w, uint32_t idx)
 	/* release: the bytes and fields above before the word (mbox.c) */
 	atomic_store_explicit(&s->word, hca_mb_word(qp->mb_prod, HCA_MB_READY),
 			      memory_order_release);
-	/* then the armed flag (seq_cst fence; hca_cq_arm's pairs with it) */
-	atomic_thread_fence(memory_order_seq_cst);
+	/* then the armed flag: cq_wake's seq_cst fence, which hca_cq_arm's
+	 * pairs with, comes first (and none when the CQ has no channel) */
 	hca_cq_wake_at(qp->dev, qp->mb_cq, w->wr.send_flags & IBV_SEND_SOLICITED);
 	w->mb_pos = qp->mb_prod;
 	w->mb_slots = need;
