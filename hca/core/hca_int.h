@@ -565,7 +565,6 @@ struct hca_qp {
 	uint32_t mb_n;
 	uint32_t mb_block;
 	uint32_t mb_stall;          /* reaps that saw no progress */
-	uint32_t mb_lazy;           /* reaps that did not look (hca_mb_reap) */
 	uint32_t mb_nsig;           /* of the mb_n, those signalled */
 	/* a hint, written under sq_lock, read by polls without it: nothing
 	 * a poll must do here now (hca_sq_reap); and its polls since */

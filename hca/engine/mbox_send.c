@@ -307,18 +307,15 @@ uint32_t hca_mb_reap(struct hca_qp *qp, enum hca_mb_reap_how how)
 	if (!qp->mb_n)
 		return 0;
 	/*
-	 * Only unsignalled sends wait (libsib's short messages): no one waits
-	 * for their completions, and no WQE waits behind them, so a poll
-	 * reads cons once in 64 reaps, or when HCA_MB_LAZY_N of them wait.
-	 * The consumer line then stays the receiver's between messages: its
-	 * store of cons costs its next post's fence no invalidation of our
+	 * A post retires only when the mailbox fills: the polls retire the
+	 * rest. While only unsignalled sends wait (libsib's short messages:
+	 * no one waits for their completions) the polls look at cons once in
+	 * 16 polls (hca_mb_begin), and at an idle queue once in 64 of those
+	 * (hca_sq_reap): the consumer line stays the receiver's between
+	 * messages, and its store there costs it no invalidation of our
 	 * copy (docs/datapath.md).
 	 */
 	if (how == HCA_MB_REAP_POST && !qp->mb_held && qp->mb_n < HCA_MB_LAZY_N)
-		return 0;
-	if (how == HCA_MB_REAP_POLL && !qp->mb_nsig &&
-	    qp->mb_n < HCA_MB_LAZY_N && qp->sq_tail - qp->sq_head == qp->mb_n &&
-	    (++qp->mb_lazy & 63))
 		return 0;
 	/*
 	 * The consumer index first, whatever became of the target since: a
