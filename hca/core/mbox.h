@@ -136,6 +136,32 @@ static inline void hca_mb_tx_forget(struct hca_qp *qp)
 	qp->mb_n = qp->mb_nsig = 0;
 }
 
+/*
+ * n bytes between p and the slots at *at (*room of them before the ring's
+ * end), on from the first slot past the end: into the slots (to_slots)
+ * or out of them. *at and *room move on.
+ */
+static inline void hca_mb_run(struct hca_mbox *mb, uint8_t **at, uint32_t *room, uint8_t *p,
+			      size_t n, bool to_slots)
+{
+	while (n) {
+		size_t run = n < *room ? n : *room;
+
+		if (to_slots)
+			memcpy(*at, p, run);
+		else
+			memcpy(p, *at, run);
+		*at += run;
+		p += run;
+		n -= run;
+		*room -= (uint32_t)run;
+		if (!*room) { /* the slots wrap: on at the first */
+			*at = (uint8_t *)mb->slot;
+			*room = sizeof(mb->slot);
+		}
+	}
+}
+
 /* The mailboxes' entry points (mbox.c, mbox_lanes.c). */
 uint32_t hca_mb_max(void);
 bool hca_mb_rx_want(struct hca_qp *qp);

@@ -62,26 +62,11 @@ static void mb_copy(struct hca_mbox *mb, uint64_t pos, uint32_t len,
 		    const struct hca_inl_iov *v, uint32_t nv)
 {
 	uint32_t room;
-	const uint8_t *src = hca_mb_bytes(mb, pos, &room);
+	uint8_t *src = hca_mb_bytes(mb, pos, &room);
 
 	for (uint32_t i = 0; i < nv && len; i++) {
-		uint8_t *d = (uint8_t *)(uintptr_t)v[i].addr;
-		uint32_t n = v[i].len;
-
-		while (n) {
-			uint32_t run = n < room ? n : room;
-
-			memcpy(d, src, run);
-			d += run;
-			src += run;
-			n -= run;
-			len -= run;
-			room -= run;
-			if (!room) { /* the slots wrap: on at the first */
-				src = (const uint8_t *)mb->slot;
-				room = sizeof(mb->slot);
-			}
-		}
+		hca_mb_run(mb, &src, &room, (uint8_t *)(uintptr_t)v[i].addr, v[i].len, false);
+		len -= v[i].len;
 	}
 }
 

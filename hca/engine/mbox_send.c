@@ -156,24 +156,8 @@ static void mb_fill(struct hca_mbox *mb, uint64_t pos, const struct iovec *iov, 
 	uint32_t room;
 	uint8_t *d = hca_mb_bytes(mb, pos, &room);
 
-	for (int i = 0; i < n; i++) {
-		const uint8_t *p = iov[i].iov_base;
-		size_t left = iov[i].iov_len;
-
-		while (left) {
-			size_t run = left < room ? left : room;
-
-			memcpy(d, p, run);
-			d += run;
-			p += run;
-			left -= run;
-			room -= (uint32_t)run;
-			if (!room) { /* the slots wrap: on at the first */
-				d = (uint8_t *)mb->slot;
-				room = sizeof(mb->slot);
-			}
-		}
-	}
+	for (int i = 0; i < n; i++)
+		hca_mb_run(mb, &d, &room, iov[i].iov_base, iov[i].iov_len, true);
 }
 
 /*
