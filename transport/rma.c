@@ -377,9 +377,10 @@ static void rma_done(sib_request_t *r, sib_status_t st, void *arg)
  * docs/transport.md "One-sided operations"). SIB_MEM_ALLOC=anon asks
  * for private anonymous memory instead (cross-memory attach), as does a
  * failure of memfd_create. Unlike private memory, the pages stay shared
- * with a child after fork.
+ * with a child after fork. Also the receive buffers of the SRQ classes
+ * (worker.c): a sender on the host then fills them with memcpy.
  */
-static void *mem_alloc(size_t len, int *fd)
+void *sib_mem_alloc(size_t len, int *fd)
 {
 	const char *v = getenv("SIB_MEM_ALLOC");
 	size_t pg = (size_t)sysconf(_SC_PAGESIZE), n = (len + pg - 1) & ~(pg - 1);
@@ -404,7 +405,7 @@ static void *mem_alloc(size_t len, int *fd)
 	return p == MAP_FAILED ? NULL : p;
 }
 
-static void mem_release(void *addr, size_t len, int fd)
+void sib_mem_release(void *addr, size_t len, int fd)
 {
 	munmap(addr, len);
 	if (fd >= 0)
@@ -427,7 +428,7 @@ SIB_API sib_status_t sib_mem_map(sib_worker_t *w, void *addr, size_t len,
 		return SIB_ERR_NO_MEMORY;
 	m->fd = -1;
 	if (!addr) {
-		addr = mem_alloc(len, &m->fd);
+		addr = sib_mem_alloc(len, &m->fd);
 		if (!addr) {
 			free(m);
 			return SIB_ERR_NO_MEMORY;
@@ -445,7 +446,7 @@ SIB_API sib_status_t sib_mem_map(sib_worker_t *w, void *addr, size_t len,
 		sib_unlock(w);
 		sib_log("sib_mem_map: registration failed (errno %d)", errno);
 		if (m->owned)
-			mem_release(addr, len, m->fd);
+			sib_mem_release(addr, len, m->fd);
 		free(m);
 		return errno == ENOMEM ? SIB_ERR_NO_MEMORY : SIB_ERR_IO;
 	}
@@ -460,7 +461,7 @@ static void mem_free(struct sib_mem *m)
 {
 	ibv_dereg_mr(m->mr);
 	if (m->owned)
-		mem_release(m->addr, m->len, m->fd);
+		sib_mem_release(m->addr, m->len, m->fd);
 	sib_list_del(&m->link);
 	m->w->rma->nmaps--;
 	free(m);

@@ -353,7 +353,8 @@ struct sib_counters {
 struct sib_srq_class {
 	struct ibv_srq *srq;
 	uint32_t srqn, size, depth;
-	uint8_t *buf;
+	uint8_t *buf;            /* sib_mem_alloc'd: a sealed memfd if it can */
+	int buf_fd;
 	struct ibv_mr *mr;
 	uint32_t posted;         /* buffers in the SRQ now */
 	uint32_t held;           /* kept by AM handlers */
@@ -555,6 +556,8 @@ SIB_LOCAL sib_status_t sib_proto_select(const sib_worker_t *w, size_t len,
 					enum sib_proto_id *id);
 SIB_LOCAL void sib_rx(sib_worker_t *w, struct ibv_wc *wc);
 SIB_LOCAL size_t sib_eager_max(const sib_worker_t *w);
+SIB_LOCAL void *sib_mem_alloc(size_t len, int *fd);
+SIB_LOCAL void sib_mem_release(void *addr, size_t len, int fd);
 SIB_LOCAL size_t sib_short_max(const sib_worker_t *w);
 
 /* ---- tag.c ---- */

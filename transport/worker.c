@@ -122,7 +122,10 @@ static int classes_setup(sib_worker_t *w)
 		c->depth = ctx->classes[i].depth;
 		c->batch = c->depth / 8 < SIB_REPOST_BATCH ? c->depth / 8 : SIB_REPOST_BATCH;
 		len = (size_t)c->size * c->depth;
-		if (posix_memalign((void **)&c->buf, 4096, len) ||
+		/* a sealed memfd: the host's senders copy into it directly
+		 * (softib's mapping route), with no system call and no page
+		 * pinning per message (docs/transport.md, "Receive buffers") */
+		if (!(c->buf = sib_mem_alloc(len, &c->buf_fd)) ||
 		    !(c->refs = calloc(c->depth, sizeof(*c->refs))))
 			return SIB_ERR_NO_MEMORY;
 		c->mr = ibv_reg_mr(w->pd, c->buf, len, IBV_ACCESS_LOCAL_WRITE);
@@ -295,7 +298,8 @@ static void worker_teardown(sib_worker_t *w)
 			ibv_destroy_srq(c->srq);
 		if (c->mr)
 			ibv_dereg_mr(c->mr);
-		free(c->buf);
+		if (c->buf)
+			sib_mem_release(c->buf, (size_t)c->size * c->depth, c->buf_fd);
 		free(c->refs);
 	}
 	if (w->smr)
