@@ -5,7 +5,8 @@
 # path MTU payload), interleaved REPS times; prints every run and the
 # medians with issue 12's target: libsib >= 0.9x the raw UDP stream.
 # With -t lat: the 8-byte latency instead, libsib's tagged ping-pong
-# (build/bin/sib_osu lat, median) beside udp_raw's ping-pong (median),
+# (build/bin/sib_osu lat -s 8, median of 10,000 round trips) beside
+# udp_raw's ping-pong (median of as many),
 # with issue 11's target: libsib <= 1.5x raw UDP.
 #
 #   bench/sib_vs_udp.sh [-r REPS] [-t bw|lat]   (root: ip netns; a build)
@@ -27,14 +28,17 @@ med() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 echo "# load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 if [ "$TEST" = lat ]; then
 	for ((i = 0; i < REPS; i++)); do
+		# osu_latency's count for small messages: 10,000 round trips
+		# each side (1,000, all sizes, gave medians that moved between
+		# 4 and 6 us from run to run; docs/benchmarks.md)
 		HOSTS_TIMEOUT=120 hosts_mpirun 2 1 "$SIB_ROOT/build/bin/sib_osu" lat \
-			-i 1000 >"$out" 2>&1
+			-s 8 -i 10000 >"$out" 2>&1
 		s=$(awk '$1 == 8 { print $3 }' "$out")
 		PORT=$((PORT + 1))
-		timeout -k 2 40 ip netns exec "$A" build/bin/udp_raw -t lat -s 8 -i 5000 \
+		timeout -k 2 40 ip netns exec "$A" build/bin/udp_raw -t lat -s 8 -i 10000 \
 			-p "$PORT" >/dev/null 2>&1 &
 		sleep 0.3
-		timeout -k 2 40 ip netns exec "$B" build/bin/udp_raw -t lat -s 8 -i 5000 \
+		timeout -k 2 40 ip netns exec "$B" build/bin/udp_raw -t lat -s 8 -i 10000 \
 			-p "$PORT" "${HOSTS_IP[$A]}" >"$out" 2>&1
 		wait
 		r=$(awk '$1 == 8 { v = $3 } END { print v }' "$out")
