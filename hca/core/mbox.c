@@ -418,7 +418,9 @@ static uint64_t peek_end(struct hca_cq *cq, int i)
 bool hca_mb_begin(struct hca_cq *cq, struct hca_ring *ring, uint32_t n, unsigned *mask,
 		  uint64_t *rx_end)
 {
-	bool txp = atomic_load_explicit(&cq->mb_txp, memory_order_relaxed), reap = txp;
+	/* order: sends of ours whose completions must come before answers
+	 * (the comment above); reap: this poll retires mailbox sends */
+	bool order = atomic_load_explicit(&cq->mb_txp, memory_order_relaxed), reap = order;
 	unsigned m = 0;
 
 	/*
@@ -427,11 +429,11 @@ bool hca_mb_begin(struct hca_cq *cq, struct hca_ring *ring, uint32_t n, unsigned
 	 * for one, so they are reaped once in 16 polls (their slots, a
 	 * receiver that stalls), and the polls between take no lock for them.
 	 */
-	if (txp && !atomic_load_explicit(&cq->mb_txsig, memory_order_relaxed)) {
+	if (order && !atomic_load_explicit(&cq->mb_txsig, memory_order_relaxed)) {
 		uint32_t t = atomic_load_explicit(&cq->mb_txtick, memory_order_relaxed) + 1;
 
 		atomic_store_explicit(&cq->mb_txtick, t, memory_order_relaxed);
-		txp = false;
+		order = false;
 		reap = !(t & 15);
 	}
 	for (uint32_t l = atomic_load_explicit(&cq->mb_rxlive, memory_order_relaxed); l;
@@ -441,15 +443,15 @@ bool hca_mb_begin(struct hca_cq *cq, struct hca_ring *ring, uint32_t n, unsigned
 	*mask = m;
 	if (!m && !reap)
 		return false;
-	if (txp)
+	if (order)
 		*rx_end = hca_ring_published_end(ring, n);
 	if (!hca_mb_busy_try(cq)) {
 		*mask = 0;
-		if (txp)
+		if (order)
 			*rx_end = 0;
 		return false;
 	}
-	if (reap && !mb_reap_tx(cq, false) && txp) {
+	if (reap && !mb_reap_tx(cq, false) && order) {
 		*mask = 0;
 		*rx_end = 0;
 	}

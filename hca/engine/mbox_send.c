@@ -186,6 +186,7 @@ static bool xrc_same_srq(struct hca_qp *qp, const struct hca_swqe *w)
 int hca_mb_send(struct hca_qp *qp, struct hca_swqe *w, uint32_t idx)
 {
 	uint32_t len = w->total_len, need;
+	bool inl = w->wr.send_flags & IBV_SEND_INLINE;
 	struct iovec iov[HCA_MAX_SGE];
 	struct hca_mb_slot *s;
 	struct hca_mbox *mb;
@@ -204,20 +205,18 @@ int hca_mb_send(struct hca_qp *qp, struct hca_swqe *w, uint32_t idx)
 		if (qp->mb_prod + need - qp->mb_cons > HCA_MB_SLOTS)
 			return qp->mb_n ? HCA_MB_SEND_WAIT : HCA_MB_SEND_NO;
 	}
-	if (w->wr.send_flags & IBV_SEND_INLINE) {
-		/* bytes the post copied into the WQE: no key, no section */
-		hca_req_local_iov(qp, w, iov, &n);
-		mb_fill(mb, qp->mb_prod, iov, n);
-	} else {
-		/* our lkeys looked up and the bytes read in one copy section */
+	/* our lkeys looked up and the bytes read in one copy section; an
+	 * inline send's bytes are in the WQE already: no key, no section */
+	if (!inl)
 		hca_fence_enter(qp->dev, &f);
-		if (hca_req_local_iov(qp, w, iov, &n) != IBV_WC_SUCCESS) {
+	if (hca_req_local_iov(qp, w, iov, &n) != IBV_WC_SUCCESS) {
+		if (!inl)
 			hca_fence_exit(&f);
-			return HCA_MB_SEND_NO; /* the ring path reports it */
-		}
-		mb_fill(mb, qp->mb_prod, iov, n);
-		hca_fence_exit(&f);
+		return HCA_MB_SEND_NO; /* the ring path reports it */
 	}
+	mb_fill(mb, qp->mb_prod, iov, n);
+	if (!inl)
+		hca_fence_exit(&f);
 	s = hca_mb_at(mb, qp->mb_prod);
 	s->len = len;
 	s->imm = w->wr.imm_data;

@@ -96,8 +96,7 @@ static void wr_queue(struct hca_qp *qp, const struct ibv_send_wr *wr,
 	qp->sq_tail++;
 }
 
-static void sq_progress_locked(struct hca_qp *qp);
-static void sq_progress_how(struct hca_qp *qp, enum hca_mb_reap_how how);
+static void sq_progress_locked(struct hca_qp *qp, enum hca_mb_reap_how how);
 
 int hca_qp_post_send(struct hca_qp *qp, struct ibv_send_wr *wr,
 		     struct ibv_send_wr **bad)
@@ -130,7 +129,7 @@ int hca_qp_post_send_ah(struct hca_qp *qp, struct ibv_send_wr *wr,
 		}
 		wr_queue(qp, wr, ah);
 	}
-	sq_progress_how(qp, HCA_MB_REAP_POST);
+	sq_progress_locked(qp, HCA_MB_REAP_POST);
 	pthread_mutex_unlock(&qp->sq_lock);
 	if (qp->udp)
 		hca_dev_poller_extend(qp->dev);
@@ -584,21 +583,17 @@ drained:
 	}
 }
 
-static void sq_progress_how(struct hca_qp *qp, enum hca_mb_reap_how how)
+/* sq_lock held; how: whose look it is (a post's or a poll's, hca_mb_reap) */
+static void sq_progress_locked(struct hca_qp *qp, enum hca_mb_reap_how how)
 {
 	sq_progress_run(qp, how);
 	mb_idle_update(qp);
 }
 
-static void sq_progress_locked(struct hca_qp *qp)
-{
-	sq_progress_how(qp, HCA_MB_REAP_POLL);
-}
-
 void hca_sq_progress(struct hca_qp *qp)
 {
 	pthread_mutex_lock(&qp->sq_lock);
-	sq_progress_locked(qp);
+	sq_progress_locked(qp, HCA_MB_REAP_POLL);
 	pthread_mutex_unlock(&qp->sq_lock);
 }
 
@@ -620,7 +615,7 @@ bool hca_sq_reap(struct hca_qp *qp, bool timed)
 		return false;
 	if (timed && qp->mb_n)
 		hca_mb_reap(qp, HCA_MB_REAP_TIMED); /* the progress thread: look at the clock */
-	sq_progress_locked(qp); /* what was retracted goes by the ring */
+	sq_progress_locked(qp, HCA_MB_REAP_POLL); /* what was retracted goes by the ring */
 	pthread_mutex_unlock(&qp->sq_lock);
 	return true;
 }
