@@ -8,7 +8,8 @@
  * Sizes 1 B (0 for rate) up to the eager limit, powers of two.
  *
  *   mpirun -np 2 sib_osu [lat|bw|bibw|rate|all] [-i ITERS] [-w WINDOW] [-s SIZE] [-R]
- * -s SIZE: the latency at that one size (per-message counts: perf, strace).
+ * -s SIZE: the latency (or bandwidth) at that one size (per-message counts:
+ * perf, strace).
  * Sends pass SIB_OP_NOREQ (a send done in the call makes no request, as
  * UCX's ucp_tag_send_nbx returns none; ucx_perftest relies on it); -R
  * asks for a request per send instead (wait and free it: the A/B).
@@ -184,7 +185,11 @@ int main(int argc, char **argv)
 			printf("# sib_osu %s\n# size    MB/s\n", bidir ? "bi-bandwidth" : "bandwidth");
 		for (size_t n = 1; n <= a.eager_max; n = n * 2 > a.eager_max &&
 		     n < a.eager_max ? a.eager_max : n * 2) {
-			double mbs = bw(sb, rb, n, bidir);
+			double mbs;
+
+			if (only && n != only)
+				continue;
+			mbs = bw(sb, rb, n, bidir);
 
 			if (job.rank == 0)
 				printf("%-8zu %10.1f\n", n, mbs);
