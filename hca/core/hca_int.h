@@ -391,6 +391,17 @@ struct hca_cq {
 	/* bit i: mb_box[i] (mb_tx[i]) is set; a poll visits only those
 	 * (eight empty looks were a third of an idle poll) */
 	_Atomic uint32_t mb_rxlive, mb_txlive;
+	/* ... of mb_rxlive, those a requester holds (an RC QP's mailbox, or
+	 * an XRC SRQ's lane whose owner word is set): the polls peek only at
+	 * these. An SRQ's lanes are all published at its create, but only
+	 * the host's requesters that send to it bind one: in a 2-process job
+	 * one of eight, and the seven empty peeks were a third of an empty
+	 * poll. mb_own[i]: lane i's owner word (segment memory, always
+	 * mapped; NULL for an RC QP's mailbox), looked at once in
+	 * HCA_MB_BOUND_EVERY polls (hca_mb_begin) */
+	_Atomic uint32_t mb_bound;
+	_Atomic uint32_t mb_scans;
+	_Atomic uint64_t *_Atomic mb_own[HCA_MB_PER_CQ];
 	_Atomic uint32_t mb_txp;      /* mailbox sends of its QPs not yet retired */
 	_Atomic uint32_t mb_txsig;    /* ... of them, signalled (hca_mb_begin) */
 	_Atomic uint32_t mb_txtick;   /* polls, for the lazy reaps */

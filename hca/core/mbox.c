@@ -129,7 +129,12 @@ void hca_mb_rx_publish(struct hca_cq *cq, struct hca_mb_rx *x, struct hca_ring *
 {
 	atomic_store(&cq->mb_pos[x->ri], atomic_load(&x->mb->cons));
 	atomic_store(&cq->mb_rq[x->ri], rq);
+	atomic_store(&cq->mb_own[x->ri], x->srq && x->srq->lanes ?
+					 &x->srq->lanes->owner[x->k] : NULL);
 	atomic_store(&cq->mb_box[x->ri], x->mb);
+	/* peeked at from now on, until a look at its owner word says no
+	 * requester holds it */
+	atomic_fetch_or(&cq->mb_bound, 1u << x->ri);
 	atomic_fetch_or(&cq->mb_rxlive, 1u << x->ri);
 	atomic_fetch_add(&cq->mb_nrx, 1);
 }
@@ -415,6 +420,34 @@ static uint64_t peek_end(struct hca_cq *cq, int i)
 	return pos;
 }
 
+/*
+ * The receive mailboxes of cq a requester holds now (mb_bound). A lane
+ * bound since the last look waits for the next one (at most
+ * HCA_MB_BOUND_EVERY polls): its messages stay in it meanwhile, as they
+ * would for a poller that came later; the arm's last look
+ * (hca_mb_waiting) and the progress thread's sweep see every lane.
+ */
+#define HCA_MB_BOUND_EVERY 16
+
+static uint32_t mb_scan_set(struct hca_cq *cq)
+{
+	uint32_t live = atomic_load_explicit(&cq->mb_rxlive, memory_order_relaxed);
+	uint32_t t = atomic_load_explicit(&cq->mb_scans, memory_order_relaxed) + 1, b = 0;
+
+	atomic_store_explicit(&cq->mb_scans, t, memory_order_relaxed);
+	if (t % HCA_MB_BOUND_EVERY)
+		return live & atomic_load_explicit(&cq->mb_bound, memory_order_relaxed);
+	for (uint32_t l = live; l; l &= l - 1) {
+		_Atomic uint64_t *own = atomic_load_explicit(&cq->mb_own[__builtin_ctz(l)],
+							     memory_order_relaxed);
+
+		if (!own || atomic_load_explicit(own, memory_order_relaxed))
+			b |= l & -l;
+	}
+	atomic_store_explicit(&cq->mb_bound, b, memory_order_relaxed);
+	return b;
+}
+
 bool hca_mb_begin(struct hca_cq *cq, struct hca_ring *ring, uint32_t n, unsigned *mask,
 		  uint64_t *rx_end)
 {
@@ -436,8 +469,7 @@ bool hca_mb_begin(struct hca_cq *cq, struct hca_ring *ring, uint32_t n, unsigned
 		order = false;
 		reap = !(t & 15);
 	}
-	for (uint32_t l = atomic_load_explicit(&cq->mb_rxlive, memory_order_relaxed); l;
-	     l &= l - 1)
+	for (uint32_t l = mb_scan_set(cq); l; l &= l - 1)
 		if (mb_ready(cq, __builtin_ctz(l), false))
 			m |= l & -l;
 	*mask = m;
