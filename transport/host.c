@@ -289,13 +289,15 @@ static void host_recover(sib_worker_t *w, struct sib_host *h)
 {
 	host_drop_qps(w, h);
 	h->state = SIB_CONN_IDLE;
-	/* the flushed requests go first, in their order */
-	while (!sib_list_empty(&h->retry)) {
-		sib_link_t *e = h->retry.prev;
-
-		sib_list_del(e);
-		sib_list_add_head(&h->pending, e);
-	}
+	/*
+	 * The flushed requests go first, in their order: one splice, not a
+	 * loop moving them one by one. GCC 12.2 at -O2 miscompiled that
+	 * loop once LTO inlined this function into cq_drain's (worker.c):
+	 * loop invariant motion took the load of h->retry.prev out of it, as
+	 * if the loop's stores through the nodes could not reach the head,
+	 * which then moved one request for ever (the loop alone is correct C).
+	 */
+	sib_list_splice_head(&h->pending, &h->retry);
 	h->reconnects++;
 	w->c.reconnects++;
 	host_kick(w, h);

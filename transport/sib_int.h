@@ -88,6 +88,20 @@ static inline void sib_list_add_head(sib_link_t *h, sib_link_t *e)
 {
 	sib_list_add_tail(h->next, e);
 }
+/* Every node of `from`, in its order, to the front of h; `from` is left
+ * empty. */
+static inline void sib_list_splice_head(sib_link_t *h, sib_link_t *from)
+{
+	sib_link_t *first = from->next, *last = from->prev, *at = h->next;
+
+	if (first == from)
+		return;
+	first->prev = h;
+	last->next = at;
+	at->prev = last;
+	h->next = first;
+	sib_list_init(from);
+}
 
 /* ---- the wire header, at the start of every SEND's payload ----
  * Carried in the payload (not in immediate data): 24 bytes, so that the
