@@ -101,6 +101,10 @@ struct hca_link {
 	 * owed, cleared by a flush (under rx_lock) that leaves none; peeked
 	 * without the lock by a poll that found nothing (udp_ack.c), relaxed */
 	_Atomic bool acks_asked;
+	/* no ACK owed here rides with another QP's packet before this time
+	 * (udp_ack.c hca_udp_ack_take_host): a hint, lowered under rx_lock
+	 * as ACKs are owed and recomputed by the look it lets through */
+	_Atomic uint64_t ride_from_ns;
 };
 
 /*

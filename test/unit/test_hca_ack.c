@@ -93,6 +93,7 @@ static void reset(void)
 	}
 	atomic_store(&dev.link.nowed, 0);
 	atomic_store(&dev.link.acks_asked, false);
+	atomic_store(&dev.link.ride_from_ns, 0);
 	atomic_store(&dev.sleeper_ns, 0);
 }
 
@@ -100,6 +101,10 @@ static void reset(void)
 static void age(int i, uint64_t us)
 {
 	atomic_store(&qps[i].ack_seen_ns, hca_now_ns() - us * 1000);
+	/* the link's hint of when an owed ACK may ride next was taken from
+	 * the clock when it was owed: time made to pass here passes the
+	 * hint too (0: look now) */
+	atomic_store(&dev.link.ride_from_ns, 0);
 }
 
 static bool owes(int i)

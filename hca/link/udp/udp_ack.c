@@ -85,8 +85,15 @@ void hca_udp_ack_owe(struct hca_qp *qp, uint32_t daddr, uint32_t psn, bool asked
 	 * the age counts from the first ACK owed */
 	if (asked || (old & HCA_ACK_ASKED))
 		v |= HCA_ACK_ASKED;
-	if (!old) /* the age counts from the first ACK owed */
-		atomic_store_explicit(&qp->ack_seen_ns, hca_now_ns(), memory_order_relaxed);
+	if (!old) { /* the age counts from the first ACK owed */
+		uint64_t seen = hca_now_ns();
+
+		atomic_store_explicit(&qp->ack_seen_ns, seen, memory_order_relaxed);
+		if (seen + HCA_ACK_HOST_RIDE_NS <
+		    atomic_load_explicit(&l->ride_from_ns, memory_order_relaxed))
+			atomic_store_explicit(&l->ride_from_ns, seen + HCA_ACK_HOST_RIDE_NS,
+					      memory_order_relaxed);
+	}
 	atomic_store(&qp->ack_owed, v);
 	if (v & HCA_ACK_ASKED)
 		atomic_store_explicit(&l->acks_asked, true, memory_order_relaxed);
@@ -170,27 +177,45 @@ bool hca_udp_ack_rides(struct hca_qp *qp)
 bool hca_udp_ack_take_host(struct hca_qp *self, uint32_t daddr, struct hca_wire_hdr *h)
 {
 	struct hca_link *l = &self->dev->link;
+	uint64_t next = UINT64_MAX, seen, slept, now;
 	bool found = false;
 	uint32_t a;
 
-	if (!atomic_load_explicit(&l->nowed, memory_order_relaxed) ||
-	    pthread_mutex_trylock(&l->rx_lock))
+	if (!atomic_load_explicit(&l->nowed, memory_order_relaxed))
+		return false;
+	/* none asked for and none old enough (ride_from_ns), the application
+	 * not sleeping for its completions (rides_after): most sends of a
+	 * ping-pong, which so take no lock on their way out */
+	now = hca_now_ns();
+	slept = atomic_load_explicit(&self->dev->sleeper_ns, memory_order_relaxed);
+	if (!atomic_load_explicit(&l->acks_asked, memory_order_relaxed) &&
+	    now < atomic_load_explicit(&l->ride_from_ns, memory_order_relaxed) &&
+	    !(slept && now - slept < HCA_ACK_SLEEPER_NS))
+		return false;
+	if (pthread_mutex_trylock(&l->rx_lock))
 		return false;
 	int n = atomic_load_explicit(&l->nowed, memory_order_relaxed);
 
-	for (int i = 0; i < n && !found; i++) {
+	for (int i = 0; i < n; i++) {
 		struct hca_qp *qp = l->owed[i];
 
-		if (qp == self || qp->ack_daddr != daddr ||
+		if (found || qp == self || qp->ack_daddr != daddr ||
 		    !rides_after(qp, HCA_ACK_HOST_RIDE_NS) ||
-		    !hca_udp_ack_take(qp, false, h, &a))
+		    !hca_udp_ack_take(qp, false, h, &a)) {
+			/* the hint for the ones left */
+			seen = atomic_load_explicit(&qp->ack_seen_ns, memory_order_relaxed);
+			if (atomic_load_explicit(&qp->ack_owed, memory_order_relaxed) &&
+			    seen + HCA_ACK_HOST_RIDE_NS < next)
+				next = seen + HCA_ACK_HOST_RIDE_NS;
 			continue;
+		}
 		/* under rx_lock: the QP cannot go away (hca_link_forget) */
 		h->pkey = HCA_DEFAULT_PKEY;
 		h->dqpn = qp->attr->dest_qp_num;
 		HCA_COUNT(qp->ent, tx_pkts);
 		found = true;
 	}
+	atomic_store_explicit(&l->ride_from_ns, next, memory_order_relaxed);
 	pthread_mutex_unlock(&l->rx_lock);
 	return found;
 }
