@@ -46,7 +46,7 @@
  * largest receive buffer of the peer. */
 static uint32_t batch_cap(const sib_worker_t *w, const struct sib_ep *ep)
 {
-	uint32_t cap = w->ctx->batch_max;
+	uint32_t cap = sib_ep_remote(ep) ? w->ctx->batch_max_remote : w->ctx->batch_max;
 
 	if (cap > w->slot_size)
 		cap = w->slot_size;
@@ -111,7 +111,7 @@ sib_status_t sib_batch_add(struct sib_ep *ep, const struct sib_hdr *h,
 	uint32_t need = SIB_BITEM + pad8((uint32_t)len), lenw;
 	bool noreq;
 
-	if (len > SIB_BATCH_ITEM_MAX || !w->ctx->batch_max || ep->failed)
+	if (len > sib_batch_item_max(ep) || !w->ctx->batch_max || ep->failed)
 		return SIB_INPROGRESS;
 	if (b && b->wire_len + need > b->len) {
 		sib_batch_close(w, ep);

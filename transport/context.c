@@ -234,6 +234,9 @@ static int params_resolve(sib_context_t *c, const struct sib_context_params *p)
 	c->batch_max = SIB_BATCH_MAX;
 	if (env_u32("SIB_BATCH_MAX", 0, 1u << 20, &c->batch_max))
 		return -1;
+	c->batch_max_remote = SIB_BATCH_MAX_REMOTE;
+	if (env_u32("SIB_BATCH_MAX_REMOTE", 0, 1u << 20, &c->batch_max_remote))
+		return -1;
 	if (p && (p->thread_mode != SIB_THREAD_SINGLE &&
 		  p->thread_mode != SIB_THREAD_MULTI))
 		return -1;

@@ -169,6 +169,14 @@ struct sib_bitem {
  * AMs joined: its 256-512 B messages, with their headers, fit in 1 KiB;
  * across hosts a datagram each cost more than the copy; docs/transport.md) */
 #define SIB_BATCH_ITEM_MAX 1024
+/* ... to an endpoint on another host: there every SEND is a system call
+ * and a datagram or more on each side, and a whole batch leaves in one
+ * GSO send. The SIB_BATCH_MAX_REMOTE key; a batch takes messages of up to
+ * a quarter of it and their headers' 512 B (an MPI message of a quarter,
+ * with the MPI component's and ob1's headers) (docs/transport.md
+ * "Batching across hosts") */
+#define SIB_BATCH_MAX_REMOTE 32768
+#define SIB_BATCH_ITEM_HDRS 512
 /* a waiting request spins this long (us) after the last event before it
  * yields the core every 64 empty polls (tag.c); the SIB_SPIN_US key */
 #define SIB_SPIN_US 50
@@ -218,6 +226,7 @@ struct sib_context {
 	struct sib_class_param classes[SIB_MAX_CLASSES];
 	uint32_t short_max;      /* 0: short protocol off */
 	uint32_t batch_max;      /* SIB_BATCH_MAX key: 0 no batching (batch.c) */
+	uint32_t batch_max_remote; /* SIB_BATCH_MAX_REMOTE key: other hosts' */
 	uint32_t signal_every;   /* SIB_SIGNAL_EVERY key (proto.c) */
 	uint32_t spin_us;        /* SIB_SPIN_US key: spin before yielding (tag.c) */
 	sib_thread_mode_t thread_mode;
@@ -284,6 +293,7 @@ struct sib_ep {
 	uint64_t tx_gen;
 	sib_link_t flushes;      /* flush requests waiting */
 };
+
 
 /* ---- requests ---- */
 enum sib_req_kind { SIB_REQ_SEND, SIB_REQ_RECV, SIB_REQ_FLUSH };
@@ -458,6 +468,22 @@ struct sib_worker {
 	pthread_t async_th;
 	int async_efd;           /* eventfd: the thread's stop */
 };
+
+/* Batching to ep (batch.c): is it to another host (the remote ceilings)? */
+static inline bool sib_ep_remote(const struct sib_ep *ep)
+{
+	return ep->host && !ep->host->local;
+}
+
+static inline uint32_t sib_batch_item_max(const struct sib_ep *ep)
+{
+	uint32_t r;
+
+	if (!sib_ep_remote(ep))
+		return SIB_BATCH_ITEM_MAX;
+	r = ep->w->ctx->batch_max_remote / 4 + SIB_BATCH_ITEM_HDRS;
+	return r > SIB_BATCH_ITEM_MAX ? r : SIB_BATCH_ITEM_MAX;
+}
 
 struct sib_tqp {             /* an XRC receive QP I hold for a remote sender */
 	sib_link_t link;

@@ -380,7 +380,7 @@ SIB_API sib_status_t sib_tag_send_nb(sib_ep_t *ep, const void *buf,
 	sib_lock(ep->w);
 	b = ep->batch;
 	if (b && op && (op->flags & SIB_OP_NOREQ) && !op->send_cb &&
-	    len <= SIB_BATCH_ITEM_MAX &&
+	    len <= sib_batch_item_max(ep) &&
 	    b->wire_len + SIB_BITEM + sib_pad8((uint32_t)len) <= b->len) {
 		/* the burst's fast path: a batch open (so its endpoint is
 		 * up and batching on), room in it, and nothing to give back */

@@ -533,7 +533,8 @@ static void test_am_keep(void)
 	am_fixed = 0;
 }
 
-/* SIB_BATCH_MAX=0: every message alone; a bad value is refused. */
+/* SIB_BATCH_MAX=0: every message alone; a bad value (of it, or of
+ * SIB_BATCH_MAX_REMOTE) is refused. */
 static void test_key_off(void)
 {
 	sib_context_t *c;
@@ -545,6 +546,13 @@ static void test_key_off(void)
 
 	setenv("SIB_BATCH_MAX", "-5", 1);
 	CU_ASSERT_NOT_EQUAL(sib_context_create(NULL, &c), SIB_OK);
+	unsetenv("SIB_BATCH_MAX");
+	/* the other hosts' ceiling is a checked key too */
+	setenv("SIB_BATCH_MAX_REMOTE", "2000000", 1);
+	CU_ASSERT_NOT_EQUAL(sib_context_create(NULL, &c), SIB_OK);
+	setenv("SIB_BATCH_MAX_REMOTE", "lots", 1);
+	CU_ASSERT_NOT_EQUAL(sib_context_create(NULL, &c), SIB_OK);
+	unsetenv("SIB_BATCH_MAX_REMOTE");
 	setenv("SIB_BATCH_MAX", "0", 1);
 	CU_ASSERT_EQUAL_FATAL(open_self(&c, &x, &e), 0);
 	unsetenv("SIB_BATCH_MAX");
