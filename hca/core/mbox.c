@@ -339,8 +339,13 @@ static inline __attribute__((always_inline)) bool mb_ready(struct hca_cq *cq, in
 bool hca_mb_waiting(struct hca_cq *cq)
 {
 	for (uint32_t m = atomic_load(&cq->mb_rxlive); m; m &= m - 1)
-		if (mb_ready(cq, __builtin_ctz(m), true))
+		if (mb_ready(cq, __builtin_ctz(m), true)) {
+			/* a lane bound since the polls last looked at the
+			 * owner words: the poll this wake-up makes peeks at
+			 * it (not 16 wake-ups later) */
+			atomic_fetch_or(&cq->mb_bound, m & -m);
 			return true;
+		}
 	return false;
 }
 
