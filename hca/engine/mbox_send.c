@@ -318,7 +318,6 @@ uint32_t hca_mb_reap(struct hca_qp *qp, enum hca_mb_reap_how how)
 		if ((int64_t)(cons - (w->mb_pos + w->mb_slots)) < 0)
 			break;
 		qp->mb_n--;
-		atomic_fetch_sub_explicit(&qp->scq->mb_txp, 1, memory_order_relaxed);
 		if (hca_mb_wqe_sig(qp, w)) {
 			qp->mb_nsig--;
 			atomic_fetch_sub_explicit(&qp->scq->mb_txsig, 1, memory_order_relaxed);
@@ -327,6 +326,7 @@ uint32_t hca_mb_reap(struct hca_qp *qp, enum hca_mb_reap_how how)
 		/* nak was stored before cons: the acquire above covers it */
 		nak = atomic_load_explicit(&mb->nak, memory_order_relaxed);
 		if (nak && nak >> 8 == w->mb_pos + 1) {
+			atomic_fetch_sub_explicit(&qp->scq->mb_txp, done, memory_order_relaxed);
 			hca_req_fail_head(qp, w, (enum ibv_wc_status)(nak & 0xff));
 			return done;
 		}
@@ -335,6 +335,11 @@ uint32_t hca_mb_reap(struct hca_qp *qp, enum hca_mb_reap_how how)
 		qp->rnr_left = qp->attr->rnr_retry;
 		qp->retry_left = qp->attr->retry_cnt;
 	}
+	/* the CQ's count of pending mailbox sends, once for all retired (a
+	 * locked operation per send was one per message): the polls read it
+	 * only to know whether to reap, and a reap holds sq_lock */
+	if (done)
+		atomic_fetch_sub_explicit(&qp->scq->mb_txp, done, memory_order_relaxed);
 	if (!qp->mb_n || done) {
 		qp->mb_stall = 0;
 		qp->mb_stall_ns = 0;
