@@ -142,18 +142,19 @@ int hca_qp_post_send_ah(struct hca_qp *qp, struct ibv_send_wr *wr,
 enum ibv_wc_status hca_req_local_iov(struct hca_qp *qp, const struct hca_swqe *w,
 				     struct iovec *iov, int *n)
 {
+	if (w->wr.send_flags & IBV_SEND_INLINE) { /* no key to look up */
+		iov[0].iov_base = (void *)w->inl;
+		iov[0].iov_len = w->sge[0].length;
+		*n = 1;
+		return IBV_WC_SUCCESS;
+	}
+
 	const struct hca_opcode *op = hca_opcode_get(w->wr.opcode);
 	unsigned need_access = (op->flags & (HCA_OPF_READ | HCA_OPF_ATOMIC)) ?
 			       IBV_ACCESS_LOCAL_WRITE : 0;
 	struct hca_seg *seg = qp->dev->seg;
 
 	*n = 0;
-	if (w->wr.send_flags & IBV_SEND_INLINE) {
-		iov[0].iov_base = w->inl;
-		iov[0].iov_len = w->sge[0].length;
-		*n = 1;
-		return IBV_WC_SUCCESS;
-	}
 	for (int i = 0; i < w->wr.num_sge; i++) {
 		const struct ibv_sge *s = &w->sge[i];
 		struct hca_mr_ent *mr;
@@ -331,13 +332,16 @@ static enum hca_resp_status deliver(struct hca_qp *qp, struct hca_swqe *w,
 
 void hca_req_complete(struct hca_qp *qp, struct hca_swqe *w, enum ibv_wc_status st)
 {
+	/* an unsignalled success (most of libsib's sends) makes nothing:
+	 * asked first, before the completion is built */
+	if (st == IBV_WC_SUCCESS && !qp->sq_sig_all &&
+	    !(w->wr.send_flags & IBV_SEND_SIGNALED))
+		return;
+
 	const struct hca_opcode *op = hca_opcode_get(w->wr.opcode);
 	struct hca_cqe c = { .wr_id = w->wr.wr_id, .status = st, .qp_num = qp->qpn,
 			     .opcode = op ? op->wc_opcode : IBV_WC_SEND };
 
-	if (st == IBV_WC_SUCCESS && !qp->sq_sig_all &&
-	    !(w->wr.send_flags & IBV_SEND_SIGNALED))
-		return;
 	if (op && (op->flags & (HCA_OPF_READ | HCA_OPF_ATOMIC)))
 		c.byte_len = w->total_len;
 	hca_cq_push_sq(qp->scq, &c);
