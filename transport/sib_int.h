@@ -294,7 +294,6 @@ struct sib_ep {
 	sib_link_t flushes;      /* flush requests waiting */
 };
 
-
 /* ---- requests ---- */
 enum sib_req_kind { SIB_REQ_SEND, SIB_REQ_RECV, SIB_REQ_FLUSH };
 
