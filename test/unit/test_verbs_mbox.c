@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -173,11 +174,13 @@ static struct ibv_qp *rc_qp(struct pair *p)
 	return ibv_create_qp(p->pd, &ia);
 }
 
+static struct ibv_comp_channel *pair_chan; /* the next pair's CQ's, if set */
+
 static int pair_make(struct pair *p, const struct conn_opts *o)
 {
 	memset(p, 0, sizeof(*p));
 	p->pd = ibv_alloc_pd(ctx);
-	p->cq = p->pd ? ibv_create_cq(ctx, 512, NULL, NULL, 0) : NULL;
+	p->cq = p->pd ? ibv_create_cq(ctx, 512, NULL, pair_chan, 0) : NULL;
 	p->s = malloc((size_t)NRX * BUF);
 	p->r = malloc((size_t)NRX * BUF);
 	if (!p->cq || !p->s || !p->r)
@@ -831,6 +834,56 @@ static void test_xrc_two_srqs(void)
 	pair_free(&p);
 }
 
+/*
+ * A sleeper's first message on a lane bound while it slept: the polls
+ * peek only at the lanes a requester holds, as the owner words said at
+ * their last look (mbox.c mb_bound); the event's reader, which finds the
+ * message, marks its lane, so the first poll after the wake-up takes it
+ * (not a poll that finds nothing, another arm and wake-up, up to 16).
+ */
+static void test_xrc_sleeper_new_lane(void)
+{
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	struct ibv_wc wc[4];
+	struct pair p;
+	int rc;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(ch);
+	pair_chan = ch;
+	rc = pair_make(&p, &forever);
+	pair_chan = NULL;
+	CU_ASSERT_EQUAL_FATAL(rc, 0);
+	/* polls enough for the owner words to be looked at: no lane held */
+	for (int i = 0; i < 40; i++)
+		CU_ASSERT_EQUAL(ibv_poll_cq(p.cq, 4, wc), 0);
+	/* the send QP's first messages (it binds a lane), each to a sleeper
+	 * that polls once per wake-up */
+	for (uint32_t k = 0; k < 3; k++) {
+		struct pollfd pf = { .fd = ch->fd, .events = POLLIN };
+		struct ibv_cq *ecq;
+		void *ectx;
+		int got;
+
+		CU_ASSERT_EQUAL_FATAL(post_recv(&p, (int)k, 64), 0);
+		CU_ASSERT_EQUAL_FATAL(ibv_req_notify_cq(p.cq, 0), 0);
+		fill(p.s + k * 64, 8, 5 + k);
+		CU_ASSERT_EQUAL_FATAL(post_send(&p, IBV_WR_SEND, k, k * 64, 8, false, 0), 0);
+		CU_ASSERT_EQUAL_FATAL(poll(&pf, 1, TIMEOUT_MS), 1);
+		CU_ASSERT_EQUAL_FATAL(ibv_get_cq_event(ch, &ecq, &ectx), 0);
+		CU_ASSERT_PTR_EQUAL(ecq, p.cq);
+		ibv_ack_cq_events(p.cq, 1);
+		got = ibv_poll_cq(p.cq, 4, wc);
+		CU_ASSERT_EQUAL(got, 1);
+		if (got != 1)
+			break;
+		CU_ASSERT_EQUAL(wc[0].status, IBV_WC_SUCCESS);
+		CU_ASSERT_EQUAL(wc[0].wr_id, 1000 + k);
+		CU_ASSERT_TRUE(check(p.r + (size_t)k * BUF, 8, 5 + k));
+	}
+	pair_free(&p);
+	ibv_destroy_comp_channel(ch);
+}
+
 static int add_suites(void)
 {
 	CU_pSuite s = CU_add_suite("mbox", suite_init, suite_clean);
@@ -852,7 +905,9 @@ static int add_suites(void)
 	    !CU_add_test(s, "RNR retries exhausted", test_rnr_exhausted) ||
 	    !CU_add_test(s, "receive buffer too small", test_len_error) ||
 	    !CU_add_test(s, "six senders into one SRQ", test_xrc_senders) ||
-	    !CU_add_test(s, "one sender, two SRQs", test_xrc_two_srqs))
+	    !CU_add_test(s, "one sender, two SRQs", test_xrc_two_srqs) ||
+	    !CU_add_test(s, "a sleeper's first message on a new lane",
+			 test_xrc_sleeper_new_lane))
 		return -1;
 	return 0;
 }
