@@ -18,9 +18,11 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include "cq_inline.h"
 #include "dev_attr.h"
 #include "die_at.h"
 #include "hca.h"
+#include "link_state.h"
 #include "ring.h"
 #include "seg.h"
 
@@ -52,59 +54,6 @@ struct hca_peer {
 	 * tried again for that generation until then */
 	uint32_t unknown_gen;
 	uint64_t unknown_until;
-};
-
-/* Largest datagram: BTH + headers + a 4096-byte MTU payload + ICRC. */
-#define HCA_PKT_MAX 4224
-
-/* Connected sending sockets, one per peer process (link_peers.c). */
-#define HCA_LINK_PEERS 256
-
-/* QPs whose end-of-message ACK may wait for the application's next move. */
-#define HCA_OWED_MAX 64
-
-/* The UDP link of this process (link_udp.c). */
-struct hca_link {
-	int fd;                 /* bound to port base + our slot */
-	int rx_epfd;            /* fd and the peers' sockets: what to read */
-	int rx_hot;             /* the socket the poller reads first */
-	unsigned rx_polls;      /* polls since the others were looked at */
-	unsigned rx_hits;       /* polls in a row that read a datagram */
-	uint64_t rx_quiet_until; /* polls skip the sockets until then */
-	_Atomic int rx_peers;   /* peers' sockets that receive */
-	bool rx_connected;      /* they may (SOFTIB_UDP_RX_CONNECTED) */
-	int rcvbuf;             /* SO_RCVBUF asked of receiving sockets */
-	uint32_t ip;            /* our IPv4 address, host order */
-	uint16_t base, port;
-	bool force_udp;         /* SOFTIB_LINK=udp */
-	struct hca_fault *fault;
-	struct hca_pcap *pcap;
-	pthread_mutex_t rx_lock;  /* one receiver at a time: packet order */
-	pthread_mutex_t tx_lock;  /* the fault injector's held datagram */
-	uint8_t held[HCA_PKT_MAX];
-	size_t held_len;
-	uint32_t held_to;
-	uint16_t held_port;
-	uint64_t held_ns;
-	struct hca_link_counters *cnt;  /* in our process slot: softib shows them */
-	bool no_gso;            /* the kernel refused UDP_SEGMENT */
-	bool gro;               /* receiving sockets take UDP_GRO datagrams */
-	uint8_t *rxbuf;         /* HCA_RX_BATCH receive slots, under rx_lock */
-	size_t rx_slot;         /* bytes per slot: a GRO datagram, or a packet */
-	struct { uint32_t daddr; uint16_t dport; int fd; bool rx; } peers[HCA_LINK_PEERS];
-	_Atomic int npeers;
-	pthread_mutex_t peers_lock;
-	/* QPs owing a deferred ACK (udp_resp.c), under rx_lock */
-	struct hca_qp *owed[HCA_OWED_MAX];
-	_Atomic int nowed;      /* written under rx_lock, peeked without it */
-	/* one of them may owe an asked ACK: set (under rx_lock) when one is
-	 * owed, cleared by a flush (under rx_lock) that leaves none; peeked
-	 * without the lock by a poll that found nothing (udp_ack.c), relaxed */
-	_Atomic bool acks_asked;
-	/* no ACK owed here rides with another QP's packet before this time
-	 * (udp_ack.c hca_udp_ack_take_host): a hint, lowered under rx_lock
-	 * as ACKs are owed and recomputed by the look it lets through */
-	_Atomic uint64_t ride_from_ns;
 };
 
 /*
@@ -264,18 +213,6 @@ struct hca_cqe {
 				  * CQ's pool (cq_inline.c); 0: none */
 };
 
-/*
- * Inline receive pool of a CQ, in the segment (cq_inline.c states the
- * protocol). HCA_INL_DEFAULT is the measured threshold (docs/datapath.md),
- * SOFTIB_INLINE_MAX overrides it up to HCA_INL_LIMIT.
- */
-#define HCA_INL_DEFAULT 16384
-#define HCA_INL_LIMIT   65536
-#define HCA_INL_SLOTS   30      /* at most, per CQ (fewer for a small CQ):
-				 * 30 slots of 16 KiB fill a 512 KiB block */
-#define HCA_INL_PROC_POOLS 64   /* pools a process may hold (32 MiB) */
-#define HCA_INL_SWEEP_NS (100ULL * 1000000ULL) /* progress-thread sweeps */
-
 /* Receive mailboxes a CQ's polls scan (mbox.c): those of the first RC
  * QPs made on it, and the lanes of its first XRC SRQs. */
 #define HCA_MB_PER_CQ 8
@@ -293,17 +230,6 @@ struct hca_mb_rx {
 	uint32_t est_qpn;       /* a lane: the receive QP whose COMM_EST is out */
 };
 
-struct hca_inl_iov {
-	uint64_t addr;           /* in the CQ owner's address space */
-	uint32_t len, lkey;
-};
-struct hca_inl_slot {
-	_Atomic uint64_t state;  /* kind | the claimer's tag (claim.c) */
-	uint32_t niov, len;
-	struct hca_inl_iov iov[HCA_MAX_SGE];
-	uint64_t pad1[6];        /* slot size: a cache-line multiple (the
-				  * payload follows the ranges in use) */
-};
 /*
  * Ask for the line at p to be brought in owned, ready to be written: the
  * post path's prefetches of lines another process wrote last (resp.c,
@@ -319,19 +245,6 @@ static inline void hca_prefetchw(const void *p)
 #else
 	__builtin_prefetch(p, 1);
 #endif
-}
-
-struct hca_inl_pool {
-	uint32_t nslots;         /* written at create */
-	uint32_t stride, max_len, pad;
-	uint64_t pad1[6];
-	_Atomic uint32_t hint;   /* where requesters look first */
-	uint32_t pad2[15];
-};
-
-static inline struct hca_inl_slot *hca_inl_slot(struct hca_inl_pool *p, uint32_t k)
-{
-	return (struct hca_inl_slot *)((char *)p + 128 + (uint64_t)k * p->stride);
 }
 
 /*
