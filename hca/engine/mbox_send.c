@@ -150,14 +150,33 @@ static struct hca_mbox *mb_target(struct hca_qp *qp, uint32_t srqn)
 	return mb;
 }
 
-/* The payload into the slots at pos (they are free: below cons + N). */
-static void mb_fill(struct hca_mbox *mb, uint64_t pos, const struct iovec *iov, int n)
+/*
+ * WQE w's payload into the slots at pos (they are free: below cons + N).
+ * An inline send's bytes are in the WQE: no key to look up, no copy
+ * section. Else our lkeys are looked up and the bytes read in one copy
+ * section (fence.c). false: a key did not check out (the ring path
+ * reports it).
+ */
+static bool mb_fill(struct hca_qp *qp, struct hca_mbox *mb, uint64_t pos,
+		    const struct hca_swqe *w)
 {
+	struct iovec iov[HCA_MAX_SGE];
+	struct hca_fence f;
 	uint32_t room;
 	uint8_t *d = hca_mb_bytes(mb, pos, &room);
+	bool ok;
+	int n;
 
-	for (int i = 0; i < n; i++)
+	if (w->wr.send_flags & IBV_SEND_INLINE) {
+		hca_mb_run(mb, &d, &room, (uint8_t *)w->inl, w->sge[0].length, true);
+		return true;
+	}
+	hca_fence_enter(qp->dev, &f);
+	ok = hca_req_local_iov(qp, w, iov, &n) == IBV_WC_SUCCESS;
+	for (int i = 0; ok && i < n; i++)
 		hca_mb_run(mb, &d, &room, iov[i].iov_base, iov[i].iov_len, true);
+	hca_fence_exit(&f);
+	return ok;
 }
 
 /*
@@ -186,12 +205,8 @@ static bool xrc_same_srq(struct hca_qp *qp, const struct hca_swqe *w)
 int hca_mb_send(struct hca_qp *qp, struct hca_swqe *w, uint32_t idx)
 {
 	uint32_t len = w->total_len, need;
-	bool inl = w->wr.send_flags & IBV_SEND_INLINE;
-	struct iovec iov[HCA_MAX_SGE];
 	struct hca_mb_slot *s;
 	struct hca_mbox *mb;
-	struct hca_fence f;
-	int n;
 
 	if (!qp->mb_tx_ok || (int32_t)(idx - qp->mb_block) < 0 ||
 	    (w->wr.opcode != IBV_WR_SEND && w->wr.opcode != IBV_WR_SEND_WITH_IMM) ||
@@ -205,18 +220,8 @@ int hca_mb_send(struct hca_qp *qp, struct hca_swqe *w, uint32_t idx)
 		if (qp->mb_prod + need - qp->mb_cons > HCA_MB_SLOTS)
 			return qp->mb_n ? HCA_MB_SEND_WAIT : HCA_MB_SEND_NO;
 	}
-	/* our lkeys looked up and the bytes read in one copy section; an
-	 * inline send's bytes are in the WQE already: no key, no section */
-	if (!inl)
-		hca_fence_enter(qp->dev, &f);
-	if (hca_req_local_iov(qp, w, iov, &n) != IBV_WC_SUCCESS) {
-		if (!inl)
-			hca_fence_exit(&f);
-		return HCA_MB_SEND_NO; /* the ring path reports it */
-	}
-	mb_fill(mb, qp->mb_prod, iov, n);
-	if (!inl)
-		hca_fence_exit(&f);
+	if (!mb_fill(qp, mb, qp->mb_prod, w))
+		return HCA_MB_SEND_NO;
 	s = hca_mb_at(mb, qp->mb_prod);
 	s->len = len;
 	s->imm = w->wr.imm_data;
@@ -284,8 +289,9 @@ uint32_t hca_mb_reap(struct hca_qp *qp, enum hca_mb_reap_how how)
 {
 	struct hca_mbox *mb = qp->mb;
 	bool timed = how == HCA_MB_REAP_TIMED;
+	struct hca_swqe *refused = NULL; /* the head, refused by the receiver */
 	uint32_t done = 0;
-	uint64_t cons, rnr;
+	uint64_t cons, rnr, nak = 0;
 
 	if (!qp->mb_n)
 		return 0;
@@ -313,7 +319,6 @@ uint32_t hca_mb_reap(struct hca_qp *qp, enum hca_mb_reap_how how)
 	qp->mb_cons = cons;
 	while (qp->mb_n) {
 		struct hca_swqe *w = SQ_SLOT(qp, qp->sq_head);
-		uint64_t nak;
 
 		if ((int64_t)(cons - (w->mb_pos + w->mb_slots)) < 0)
 			break;
@@ -326,9 +331,8 @@ uint32_t hca_mb_reap(struct hca_qp *qp, enum hca_mb_reap_how how)
 		/* nak was stored before cons: the acquire above covers it */
 		nak = atomic_load_explicit(&mb->nak, memory_order_relaxed);
 		if (nak && nak >> 8 == w->mb_pos + 1) {
-			atomic_fetch_sub_explicit(&qp->scq->mb_txp, done, memory_order_relaxed);
-			hca_req_fail_head(qp, w, (enum ibv_wc_status)(nak & 0xff));
-			return done;
+			refused = w;
+			break;
 		}
 		hca_req_complete(qp, w, IBV_WC_SUCCESS);
 		qp->sq_head++;
@@ -340,6 +344,10 @@ uint32_t hca_mb_reap(struct hca_qp *qp, enum hca_mb_reap_how how)
 	 * only to know whether to reap, and a reap holds sq_lock */
 	if (done)
 		atomic_fetch_sub_explicit(&qp->scq->mb_txp, done, memory_order_relaxed);
+	if (refused) {
+		hca_req_fail_head(qp, refused, (enum ibv_wc_status)(nak & 0xff));
+		return done;
+	}
 	if (!qp->mb_n || done) {
 		qp->mb_stall = 0;
 		qp->mb_stall_ns = 0;
