@@ -95,6 +95,8 @@ bool hca_sq_reap(struct hca_qp *qp, bool timed);
 /* mbox_send.c (hca/core/mbox.c states the protocol) */
 enum { HCA_MB_SEND_NO, HCA_MB_SEND_SENT, HCA_MB_SEND_WAIT };
 int hca_mb_send(struct hca_qp *qp, struct hca_swqe *w, uint32_t idx);
+bool hca_mb_send_inline(struct hca_qp *qp, const struct ibv_send_wr *wr, uint32_t len,
+			uint32_t idx, uint64_t *pos, uint32_t *slots);
 /* how a reap looks: a poll's (lazy while only unsignalled sends wait), a
  * post's (only when the mailbox is filling: the polls retire the rest,
  * not the path to the next message's store), at once (the send queue is

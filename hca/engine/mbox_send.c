@@ -186,9 +186,8 @@ static bool mb_fill(struct hca_qp *qp, struct hca_mbox *mb, uint64_t pos,
  * taken): such a run goes by the ring path, and a lane serves a stream
  * to one SRQ (a ping-pong, a window of sends) from its second message.
  */
-static bool xrc_same_srq(struct hca_qp *qp, const struct hca_swqe *w)
+static bool xrc_same_srq(struct hca_qp *qp, uint32_t srqn)
 {
-	uint32_t srqn = w->wr.qp_type.xrc.remote_srqn;
 	bool same = srqn == qp->mb_last_srqn;
 
 	if (qp->type != IBV_QPT_XRC_SEND)
@@ -198,37 +197,50 @@ static bool xrc_same_srq(struct hca_qp *qp, const struct hca_swqe *w)
 }
 
 /*
- * The WQE at index idx (every WQE before it complete or in the mailbox):
- * into the mailbox if it can go there. MB_SEND_NO: by the ring path;
- * MB_SEND_WAIT: not now, the mailbox is full of ours.
+ * May the SEND wr of len bytes, the queue's WQE idx, go into the
+ * mailbox, and is there room? The mailbox, and in *need the slots it
+ * takes; NULL: by the ring path (*wait: not now, the mailbox is full of
+ * ours).
  */
-int hca_mb_send(struct hca_qp *qp, struct hca_swqe *w, uint32_t idx)
+static struct hca_mbox *mb_open(struct hca_qp *qp, const struct ibv_send_wr *wr, uint32_t len,
+				uint32_t idx, uint32_t *need, bool *wait)
 {
-	uint32_t len = w->total_len, need;
-	struct hca_mb_slot *s;
+	uint32_t srqn = qp->type == IBV_QPT_XRC_SEND ? wr->qp_type.xrc.remote_srqn : 0;
 	struct hca_mbox *mb;
 
+	*wait = false;
 	if (!qp->mb_tx_ok || (int32_t)(idx - qp->mb_block) < 0 ||
-	    (w->wr.opcode != IBV_WR_SEND && w->wr.opcode != IBV_WR_SEND_WITH_IMM) ||
-	    !xrc_same_srq(qp, w) || len > hca_mb_max() ||
-	    !(mb = mb_target(qp, qp->type == IBV_QPT_XRC_SEND ?
-				 w->wr.qp_type.xrc.remote_srqn : 0)))
-		return HCA_MB_SEND_NO;
-	need = hca_mb_nslots(len);
-	if (qp->mb_prod + need - qp->mb_cons > HCA_MB_SLOTS) {
+	    (wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM) ||
+	    !xrc_same_srq(qp, srqn) || len > hca_mb_max() || !(mb = mb_target(qp, srqn)))
+		return NULL;
+	*need = hca_mb_nslots(len);
+	if (qp->mb_prod + *need - qp->mb_cons > HCA_MB_SLOTS) {
 		qp->mb_cons = atomic_load_explicit(&mb->cons, memory_order_acquire);
-		if (qp->mb_prod + need - qp->mb_cons > HCA_MB_SLOTS)
-			return qp->mb_n ? HCA_MB_SEND_WAIT : HCA_MB_SEND_NO;
+		if (qp->mb_prod + *need - qp->mb_cons > HCA_MB_SLOTS) {
+			*wait = qp->mb_n != 0;
+			return NULL;
+		}
 	}
-	if (!mb_fill(qp, mb, qp->mb_prod, w))
-		return HCA_MB_SEND_NO;
-	s = hca_mb_at(mb, qp->mb_prod);
+	return mb;
+}
+
+/*
+ * The message's header into its first slot, released by its word (the
+ * bytes are in the slots already), the receiver's CQ woken if it sleeps;
+ * then our count of what is in the mailbox. The WQE's mb_pos and
+ * mb_slots are the caller's to set (*pos, the slots need).
+ */
+static void mb_publish(struct hca_qp *qp, struct hca_mbox *mb, const struct ibv_send_wr *wr,
+		       uint32_t len, uint32_t need, uint64_t *pos)
+{
+	struct hca_mb_slot *s = hca_mb_at(mb, qp->mb_prod);
+
 	s->len = len;
-	s->imm = w->wr.imm_data;
+	s->imm = wr->imm_data;
 	s->nslots = (uint16_t)need;
-	s->flags = (w->wr.opcode == IBV_WR_SEND_WITH_IMM ? HCA_MB_F_IMM : 0) |
-		   (w->wr.send_flags & IBV_SEND_SOLICITED ? HCA_MB_F_SOLICITED : 0) |
-		   (qp->sq_sig_all || (w->wr.send_flags & IBV_SEND_SIGNALED) ?
+	s->flags = (wr->opcode == IBV_WR_SEND_WITH_IMM ? HCA_MB_F_IMM : 0) |
+		   (wr->send_flags & IBV_SEND_SOLICITED ? HCA_MB_F_SOLICITED : 0) |
+		   (qp->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED) ?
 		    HCA_MB_F_SIGNALED : 0);
 	s->scq = qp->scq->idx;
 	/* release: the bytes and fields above before the word (mbox.c) */
@@ -236,9 +248,8 @@ int hca_mb_send(struct hca_qp *qp, struct hca_swqe *w, uint32_t idx)
 			      memory_order_release);
 	/* then the armed flag: cq_wake's seq_cst fence, which hca_cq_arm's
 	 * pairs with, comes first (and none when the CQ has no channel) */
-	hca_cq_wake_at(qp->dev, qp->mb_cq, w->wr.send_flags & IBV_SEND_SOLICITED);
-	w->mb_pos = qp->mb_prod;
-	w->mb_slots = need;
+	hca_cq_wake_at(qp->dev, qp->mb_cq, wr->send_flags & IBV_SEND_SOLICITED);
+	*pos = qp->mb_prod;
 	qp->mb_prod += need;
 	if (qp->mb_srqn)
 		atomic_store_explicit(&mb->prod, qp->mb_prod, memory_order_relaxed);
@@ -247,7 +258,54 @@ int hca_mb_send(struct hca_qp *qp, struct hca_swqe *w, uint32_t idx)
 		qp->mb_nsig++;
 		atomic_fetch_add_explicit(&qp->scq->mb_txsig, 1, memory_order_relaxed);
 	}
+}
+
+/*
+ * The WQE at index idx (every WQE before it complete or in the mailbox):
+ * into the mailbox if it can go there. MB_SEND_NO: by the ring path;
+ * MB_SEND_WAIT: not now, the mailbox is full of ours.
+ */
+int hca_mb_send(struct hca_qp *qp, struct hca_swqe *w, uint32_t idx)
+{
+	struct hca_mbox *mb;
+	uint32_t need;
+	bool wait;
+
+	if (!(mb = mb_open(qp, &w->wr, w->total_len, idx, &need, &wait)))
+		return wait ? HCA_MB_SEND_WAIT : HCA_MB_SEND_NO;
+	if (!mb_fill(qp, mb, qp->mb_prod, w))
+		return HCA_MB_SEND_NO;
+	mb_publish(qp, mb, &w->wr, w->total_len, need, &w->mb_pos);
+	w->mb_slots = need;
 	return HCA_MB_SEND_SENT;
+}
+
+/*
+ * An inline SEND of len bytes not yet queued (it is to be WQE idx, and
+ * every WQE before it is complete or in the mailbox): its bytes from the
+ * caller's buffers straight into the slots and released, before its WQE
+ * is written (req.c's direct post). true: sent, at *pos in *slots slots;
+ * false: nothing done, the WR goes the general way.
+ */
+bool hca_mb_send_inline(struct hca_qp *qp, const struct ibv_send_wr *wr, uint32_t len,
+			uint32_t idx, uint64_t *pos, uint32_t *slots)
+{
+	struct hca_mbox *mb;
+	uint32_t room;
+	uint8_t *d;
+	bool wait;
+
+	/* a switch of SRQ is the general path's to note (xrc_same_srq) */
+	if (qp->type == IBV_QPT_XRC_SEND && wr->qp_type.xrc.remote_srqn != qp->mb_last_srqn)
+		return false;
+	if (!(mb = mb_open(qp, wr, len, idx, slots, &wait)))
+		return false;
+	d = hca_mb_bytes(mb, qp->mb_prod, &room);
+	for (int i = 0; i < wr->num_sge; i++)
+		hca_mb_run(mb, &d, &room, (uint8_t *)(uintptr_t)wr->sg_list[i].addr,
+			   wr->sg_list[i].length, true);
+	mb_publish(qp, mb, wr, len, *slots, pos);
+	return true;
 }
 
 /*

@@ -97,6 +97,47 @@ static void wr_queue(struct hca_qp *qp, const struct ibv_send_wr *wr,
 }
 
 static void sq_progress_locked(struct hca_qp *qp, enum hca_mb_reap_how how);
+static bool connected_path_local(struct hca_qp *qp);
+static void mb_idle_update(struct hca_qp *qp);
+
+/*
+ * The direct post (sq_lock held): a lone inline SEND that finds every
+ * WQE before it in the receiver's mailbox or done (a ping-pong's every
+ * message) goes into the mailbox before its WQE is written. The release
+ * store there is what the receiver waits for; the WQE (kept for a
+ * retract) and the checks wr_check makes that cannot fail here are not.
+ * false: nothing done, the general path takes the WR (and reports what
+ * is wrong with it).
+ */
+static bool post_direct(struct hca_qp *qp, struct ibv_send_wr *wr)
+{
+	uint32_t idx = qp->sq_tail, slots;
+	uint64_t len = 0, pos;
+	struct hca_swqe *w;
+
+	if (wr->next || !(wr->send_flags & IBV_SEND_INLINE) || qp->type == IBV_QPT_UD ||
+	    qp->link || idx != qp->sq_head + qp->mb_n ||
+	    idx - qp->sq_head >= qp->cap.max_send_wr || qp->mb_held || qp->sqd_event_due ||
+	    atomic_load_explicit(&qp->wait_until_ns, memory_order_relaxed) ||
+	    wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->cap.max_send_sge ||
+	    hca_qp_state(qp) != IBV_QPS_RTS || !connected_path_local(qp))
+		return false;
+	for (int i = 0; i < wr->num_sge; i++)
+		len += wr->sg_list[i].length;
+	if (len > qp->cap.max_inline_data ||
+	    !hca_mb_send_inline(qp, wr, (uint32_t)len, idx, &pos, &slots))
+		return false;
+	wr_queue(qp, wr, NULL);
+	w = SQ_SLOT(qp, idx);
+	w->mb_pos = pos;
+	w->mb_slots = slots;
+	qp->mb_n++;
+	/* as a run of the queue after a post: retire what the receiver took
+	 * once HCA_MB_LAZY_N wait (hca_mb_reap) */
+	hca_mb_reap(qp, HCA_MB_REAP_POST);
+	mb_idle_update(qp);
+	return true;
+}
 
 int hca_qp_post_send(struct hca_qp *qp, struct ibv_send_wr *wr,
 		     struct ibv_send_wr **bad)
@@ -116,6 +157,10 @@ int hca_qp_post_send_ah(struct hca_qp *qp, struct ibv_send_wr *wr,
 		return EINVAL;
 	}
 	pthread_mutex_lock(&qp->sq_lock);
+	if (!ahs && post_direct(qp, wr)) {
+		pthread_mutex_unlock(&qp->sq_lock);
+		return 0;
+	}
 	for (size_t i = 0; wr; wr = wr->next, i++) {
 		ah = ahs ? ahs[i] : NULL;
 		rc = wr_check(qp, wr, ah);
