@@ -583,7 +583,7 @@ static void poll_link(struct hca_dev *dev, struct hca_cq *cq, uint32_t k)
 	hca_progress(dev, HCA_PROGRESS_RX);
 }
 
-int hca_cq_poll(struct hca_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts)
+static int cq_poll_once(struct hca_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts)
 {
 	struct hca_dev *dev = cq->ctx->dev;
 	struct hca_ring *ring;
@@ -595,10 +595,6 @@ int hca_cq_poll(struct hca_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts)
 	bool mbh = false;
 	uint64_t rx_end = UINT64_MAX;
 
-	if (n < 0) {
-		errno = EINVAL;
-		return -1;
-	}
 	/*
 	 * Requests held back by RNR or retry timers make progress here too
 	 * (every 16th poll: the progress thread runs them on time anyway),
@@ -649,5 +645,27 @@ int hca_cq_poll(struct hca_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts)
 		got = hca_mb_end(cq, mbm, n, wc, ts, got, rx_end != UINT64_MAX);
 	if (!got) /* nothing new for the application: owed ACKs go now */
 		hca_progress(dev, HCA_PROGRESS_ACKS_ASKED);
+	return got;
+}
+
+int hca_cq_poll(struct hca_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts)
+{
+	int got;
+
+	if (n < 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	got = cq_poll_once(cq, n, wc, ts);
+	/*
+	 * An empty poll looks at the bound mailboxes once more as it ends,
+	 * and polls again at once if a message came meanwhile: a busy
+	 * poller's looks are then about half a poll apart, not a whole
+	 * poll and its caller's loop, and a message waits for the next
+	 * look half as long (docs/datapath.md, "The late look").
+	 */
+	if (!got && n && atomic_load_explicit(&cq->mb_nrx, memory_order_relaxed) &&
+	    hca_mb_late(cq))
+		got = cq_poll_once(cq, n, wc, ts);
 	return got;
 }

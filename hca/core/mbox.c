@@ -350,6 +350,21 @@ bool hca_mb_waiting(struct hca_cq *cq)
 }
 
 /*
+ * A message waits at the head of a mailbox of cq that the polls peek at
+ * (mb_bound): an empty poll's last look (hca_cq_poll). A peek, no lock.
+ */
+bool hca_mb_late(struct hca_cq *cq)
+{
+	uint32_t l = atomic_load_explicit(&cq->mb_rxlive, memory_order_relaxed) &
+		     atomic_load_explicit(&cq->mb_bound, memory_order_relaxed);
+
+	for (; l; l &= l - 1)
+		if (mb_ready(cq, __builtin_ctz(l), false))
+			return true;
+	return false;
+}
+
+/*
  * For a completion channel's reader, which drops an event whose CQ holds
  * nothing (chan.c): the mailbox sends the receivers took are retired now
  * (their completions go to the private ring, counted there), and a

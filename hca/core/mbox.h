@@ -181,6 +181,7 @@ bool hca_mb_begin(struct hca_cq *cq, struct hca_ring *ring, uint32_t n, unsigned
 int hca_mb_end(struct hca_cq *cq, unsigned mask, int n, struct ibv_wc *wc, uint64_t *ts,
 	       int got, bool peeked_only);
 bool hca_mb_waiting(struct hca_cq *cq);
+bool hca_mb_late(struct hca_cq *cq);
 uint32_t hca_mb_count(struct hca_cq *cq);
 void hca_mb_sweep(struct hca_dev *dev);
 
