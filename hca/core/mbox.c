@@ -348,6 +348,7 @@ static inline void mb_own_early(struct hca_cq *cq, int i)
 	uint64_t pos = atomic_load_explicit(&cq->mb_pos[i], memory_order_relaxed);
 
 	__asm__ volatile("prefetchw %0" : : "m"(*(const char *)hca_mb_at(mb, pos)));
+	__asm__ volatile("prefetchw %0" : : "m"(*(const char *)&mb->cons));
 #else
 	(void)cq;
 	(void)i;
