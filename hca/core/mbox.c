@@ -340,19 +340,17 @@ static inline __attribute__((always_inline)) bool mb_ready(struct hca_cq *cq, in
  * exclusive state now (PREFETCHW), so that the take's CAS of its word,
  * after the rings are drained, finds the line ours. The peek read it
  * shared; without this the CAS waits a second trip between the cores.
+ * The consumer line too: the requester's reaps read it, and the commit's
+ * store would wait for it at the next locked instruction (the answer's
+ * post).
  */
 static inline void mb_own_early(struct hca_cq *cq, int i)
 {
-#if defined(__x86_64__) || defined(__i386__)
 	struct hca_mbox *mb = atomic_load_explicit(&cq->mb_box[i], memory_order_relaxed);
 	uint64_t pos = atomic_load_explicit(&cq->mb_pos[i], memory_order_relaxed);
 
-	__asm__ volatile("prefetchw %0" : : "m"(*(const char *)hca_mb_at(mb, pos)));
-	__asm__ volatile("prefetchw %0" : : "m"(*(const char *)&mb->cons));
-#else
-	(void)cq;
-	(void)i;
-#endif
+	hca_prefetchw(hca_mb_at(mb, pos));
+	hca_prefetchw(&mb->cons);
 }
 
 /* A message a poll would take waits in a mailbox of cq (the arm's last look). */

@@ -164,20 +164,15 @@ static inline void hca_mb_run(struct hca_mbox *mb, uint8_t **at, uint32_t *room,
 
 /*
  * The slot a requester's next mailbox message goes to, asked for
- * exclusive (PREFETCHW) as its post begins: the receiver reads that line
- * while it waits, and the post's work hides the trip that takes it back.
- * Read without sq_lock: a stale guess costs a useless prefetch (which
- * never faults), nothing else.
+ * exclusive (PREFETCHW) as its post begins (sq_lock held): the receiver
+ * reads that line while it waits, and the post's work hides the trip
+ * that takes it back. A mailbox unbound since costs a useless prefetch,
+ * which never faults.
  */
 static inline void hca_mb_own_next(struct hca_mbox *mb, uint64_t prod)
 {
-#if defined(__x86_64__) || defined(__i386__)
 	if (mb)
-		__asm__ volatile("prefetchw %0" : : "m"(*(const char *)hca_mb_at(mb, prod)));
-#else
-	(void)mb;
-	(void)prod;
-#endif
+		hca_prefetchw(hca_mb_at(mb, prod));
 }
 
 /* The mailboxes' entry points (mbox.c, mbox_lanes.c). */

@@ -156,8 +156,8 @@ int hca_qp_post_send_ah(struct hca_qp *qp, struct ibv_send_wr *wr,
 		*bad = wr;
 		return EINVAL;
 	}
-	hca_mb_own_next(qp->mb, qp->mb_prod);
 	pthread_mutex_lock(&qp->sq_lock);
+	hca_mb_own_next(qp->mb, qp->mb_prod);
 	if (!ahs && post_direct(qp, wr)) {
 		pthread_mutex_unlock(&qp->sq_lock);
 		return 0;
