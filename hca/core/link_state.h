@@ -53,7 +53,12 @@ struct hca_link {
 	uint64_t held_ns;
 	struct hca_link_counters *cnt;  /* in our process slot: softib shows them */
 	bool no_gso;            /* the kernel refused UDP_SEGMENT */
-	bool gro;               /* receiving sockets take UDP_GRO datagrams */
+	bool gro_ok;            /* UDP_GRO may be set (the kernel takes it) */
+	_Atomic bool gro;       /* receiving sockets take UDP_GRO datagrams now
+				  * (set under rx_lock; peer_socket reads it) */
+	bool gro_always;        /* SOFTIB_UDP_GRO=1: never turned off */
+	bool rx_bulk;           /* a packet of a multi-packet message came */
+	uint64_t gro_bulk_ns;   /* when a tick last saw rx_bulk */
 	uint8_t *rxbuf;         /* HCA_RX_BATCH receive slots, under rx_lock */
 	size_t rx_slot;         /* bytes per slot: a GRO datagram, or a packet */
 	struct { uint32_t daddr; uint16_t dport; int fd; bool rx; } peers[HCA_LINK_PEERS];

@@ -72,24 +72,56 @@ static int rcvbuf_wanted(void)
  * (HCA_RX_BATCH of them, 1 MiB of address space, touched as far as the
  * data go). Without UDP_GRO (an old kernel), slots of one packet.
  * docs/udp-link-performance.md gives what it was worth.
+ *
+ * But a socket with UDP_GRO on makes every datagram's way slower, the
+ * lone small ones of a ping-pong too: 0.15 us of a 2.8 us one-way UDP
+ * ping-pong between two namespace hosts here (the same program with and
+ * without the option, 9 rounds of 10; set and cleared again: no cost).
+ * So the option is on only while runs may come: from the first packet of
+ * a multi-packet message (bulk: what the peer sends as GSO runs) until
+ * the link's tick has seen none for HCA_GRO_IDLE_NS. SOFTIB_UDP_GRO=1
+ * keeps it on for good (as before), SOFTIB_UDP_NO_GRO=1 never sets it.
  */
 #define HCA_RX_BATCH 16
 #define HCA_RX_GRO_SLOT 65536
+#define HCA_GRO_IDLE_NS (100ULL * 1000000ULL)
+
+/* UDP_GRO on or off on every receiving socket; rx_lock held (or none
+ * reads yet). A datagram the kernel queued whole before it went off is
+ * still told apart (take_dgram), so a switch loses nothing. */
+static void gro_set(struct hca_link *l, bool on)
+{
+	int v = on;
+	int np = atomic_load_explicit(&l->npeers, memory_order_acquire);
+
+	if (!l->gro_ok || l->gro == on)
+		return;
+	setsockopt(l->fd, SOL_UDP, UDP_GRO, &v, sizeof(v));
+	for (int i = 0; i < np; i++)
+		if (l->peers[i].rx)
+			setsockopt(l->peers[i].fd, SOL_UDP, UDP_GRO, &v, sizeof(v));
+	l->gro = on;
+}
 
 static void rx_buffers(struct hca_link *l)
 {
 	int one = 1;
+	const char *always = getenv("SOFTIB_UDP_GRO");
 
-	l->gro = !getenv("SOFTIB_UDP_NO_GRO") &&
-		 !setsockopt(l->fd, SOL_UDP, UDP_GRO, &one, sizeof(one));
-	l->rx_slot = l->gro ? HCA_RX_GRO_SLOT : HCA_PKT_MAX;
+	l->gro_ok = !getenv("SOFTIB_UDP_NO_GRO") &&
+		    !setsockopt(l->fd, SOL_UDP, UDP_GRO, &one, sizeof(one));
+	l->rx_slot = l->gro_ok ? HCA_RX_GRO_SLOT : HCA_PKT_MAX;
 	l->rxbuf = calloc(HCA_RX_BATCH, l->rx_slot);
-	if (!l->rxbuf && l->gro) { /* no room for large slots: without GRO */
+	if (!l->rxbuf && l->gro_ok) { /* no room for large slots: without GRO */
 		setsockopt(l->fd, SOL_UDP, UDP_GRO, &(int){ 0 }, sizeof(int));
-		l->gro = false;
+		l->gro_ok = false;
 		l->rx_slot = HCA_PKT_MAX;
 		l->rxbuf = calloc(HCA_RX_BATCH, l->rx_slot);
 	}
+	l->gro = l->gro_ok;
+	l->gro_always = l->gro_ok && always && strcmp(always, "0");
+	if (!l->gro_always)
+		gro_set(l, false); /* until bulk comes */
 }
 
 static int link_socket(struct hca_link *l)
@@ -279,6 +311,19 @@ void hca_link_tick(struct hca_dev *dev)
 {
 	struct hca_link *l = &dev->link;
 
+	/* no bulk for a while: UDP_GRO off again (see gro_set) */
+	if ((l->gro || l->rx_bulk) && !l->gro_always &&
+	    !pthread_mutex_trylock(&l->rx_lock)) {
+		uint64_t now = hca_now_ns();
+
+		if (l->rx_bulk) {
+			l->rx_bulk = false;
+			l->gro_bulk_ns = now;
+		} else if (now - l->gro_bulk_ns > HCA_GRO_IDLE_NS) {
+			gro_set(l, false);
+		}
+		pthread_mutex_unlock(&l->rx_lock);
+	}
 	if (!l->fault || !l->held_len)
 		return;
 	pthread_mutex_lock(&l->tx_lock);
@@ -421,6 +466,13 @@ static int dispatch_q(struct hca_dev *dev, const uint8_t *pkt, size_t len, uint3
 		return 0;
 	}
 	HCA_COUNT_1W(l->cnt->rx_pkts); /* rx_lock held */
+	/* part of a multi-packet message: the peer sends such as GSO runs,
+	 * which UDP_GRO lets us read whole (gro_set) */
+	if (hca_wire_op(h.opcode)->pos != HCA_POS_ONLY) {
+		l->rx_bulk = true;
+		if (!l->gro)
+			gro_set(l, true);
+	}
 	if (hca_wire_op(h.opcode)->flags & HCA_WF_RESPONSE)
 		hca_udp_req_rx(qp, &h, pl, plen);
 	else
@@ -471,6 +523,35 @@ static size_t gro_size(struct msghdr *mh)
 
 #define HCA_RX_CTL CMSG_SPACE(sizeof(int))
 
+static size_t gro_guess(struct hca_dev *dev, const uint8_t *p, size_t len, uint32_t saddr);
+
+/*
+ * A datagram read, with the segment size its control message gave (gso;
+ * 0: none). Without one it may still be a UDP GRO run: read by recvfrom
+ * (no control message), or queued whole while UDP_GRO was on and read
+ * after it went off (gro_set). So it is first taken for one packet
+ * (parsed once: the common case costs nothing more); if it is not one
+ * sound packet, the segment size is found from its packets (gro_guess).
+ */
+static void take_dgram(struct hca_dev *dev, const uint8_t *p, size_t len, size_t gso,
+		       uint32_t saddr)
+{
+	size_t seg;
+
+	if (gso || !dev->link.gro_ok) {
+		deliver(dev, p, len, gso, saddr);
+		return;
+	}
+	/* one packet (the common case: parsed once) */
+	if (len <= HCA_PKT_MAX && !dispatch_q(dev, p, len, saddr, true))
+		return;
+	seg = gro_guess(dev, p, len, saddr);
+	if (seg)
+		deliver(dev, p, len, seg, saddr);
+	else /* counted once, as the packet it claims to be */
+		dispatch(dev, p, len, saddr);
+}
+
 /* Everything queued on socket fd (up to 256 datagrams), rx_lock held. */
 static void rx_drain_fd(struct hca_dev *dev, int fd)
 {
@@ -488,16 +569,16 @@ static void rx_drain_fd(struct hca_dev *dev, int fd)
 			mm[i].msg_hdr = (struct msghdr){ .msg_name = &from[i],
 							 .msg_namelen = sizeof(from[i]),
 							 .msg_iov = &iov[i], .msg_iovlen = 1,
-							 .msg_control = l->gro ? ctl[i].b : NULL,
-							 .msg_controllen = l->gro ? HCA_RX_CTL : 0 };
+							 .msg_control = l->gro_ok ? ctl[i].b : NULL,
+							 .msg_controllen = l->gro_ok ? HCA_RX_CTL : 0 };
 		}
 		got = recvmmsg(fd, mm, HCA_RX_BATCH, MSG_DONTWAIT, NULL);
 		if (got < 0 && errno == ECONNREFUSED) /* a peer's ICMP error, */
 			continue;                      /* reported once */
 		for (int i = 0; i < got; i++)
-			deliver(dev, iov[i].iov_base, mm[i].msg_len,
-				l->gro ? gro_size(&mm[i].msg_hdr) : 0,
-				ntohl(from[i].sin_addr.s_addr));
+			take_dgram(dev, iov[i].iov_base, mm[i].msg_len,
+				   l->gro_ok ? gro_size(&mm[i].msg_hdr) : 0,
+				   ntohl(from[i].sin_addr.s_addr));
 		if (got < HCA_RX_BATCH)
 			break;
 	}
@@ -582,22 +663,10 @@ static bool rx_one(struct hca_dev *dev, int fd)
 	struct sockaddr_in from = { 0 };
 	long r = hca_sys_recvfrom(fd, l->rxbuf, l->rx_slot, &from);
 	uint32_t saddr = ntohl(from.sin_addr.s_addr);
-	size_t len = (size_t)r, seg;
 
 	if (r <= 0)
 		return false;
-	if (!l->gro) {
-		dispatch(dev, l->rxbuf, len, saddr);
-		return true;
-	}
-	/* one packet (the common case: parsed once) */
-	if (len <= HCA_PKT_MAX && !dispatch_q(dev, l->rxbuf, len, saddr, true))
-		return true;
-	seg = gro_guess(dev, l->rxbuf, len, saddr);
-	if (seg)
-		deliver(dev, l->rxbuf, len, seg, saddr);
-	else /* counted once, as the packet it claims to be */
-		dispatch(dev, l->rxbuf, len, saddr);
+	take_dgram(dev, l->rxbuf, (size_t)r, 0, saddr);
 	return true;
 }
 

@@ -154,7 +154,9 @@ static void build_msg(struct hca_qp *qp, const struct hca_wire_hdr *first,
 {
 	struct hca_host_net peer = { .ipv4 = htonl(saddr) };
 
-	memset(m, 0, sizeof(*m));
+	/* not the completion buffer at its end (256 bytes with room for an
+	 * embedded payload): written before it is read (engine.h) */
+	memset(m, 0, HCA_MSG_CLEAR);
 	m->op = wr_opcode_of(last->opcode & 0x1f);
 	m->type = requester_type(qp->type);
 	m->dst_qpn = qp->qpn;
