@@ -560,6 +560,75 @@ void hca_cqe_to_wc(const struct hca_cqe *c, struct ibv_wc *wc)
 	wc->dlid_path_bits = c->dlid_path_bits;
 }
 
+/*
+ * The next message of a ping-pong lands in the buffer the receive queue's
+ * next WQE names. The queue is a FIFO ring cycling through all its
+ * buffers (libsib's class 0: 1,024 of 256 B), so that buffer was last
+ * touched a thousand messages ago, and the responder's copy into it
+ * missed the cache: ~140 ns of the ~700 between a datagram's read and
+ * the application's answer (cycle stamps, two namespace hosts). The
+ * responder notes the queue (hca_rx_prefetch_note, for our own memory
+ * only: another process's buffer is written by that process), and the
+ * first poll that finds nothing — the application waiting for its next
+ * message — prefetches the line, for writing. Everything is re-checked
+ * (the queue may be gone, the WQE taken meanwhile): a wrong guess costs a
+ * prefetch, nothing else.
+ */
+void hca_rx_prefetch_note(struct hca_dev *dev, const struct hca_claim_ring *ref)
+{
+	if (atomic_load_explicit(&dev->rx_pf_off, memory_order_relaxed) == ref->off &&
+	    atomic_load_explicit(&dev->rx_pf_idx, memory_order_relaxed) == ref->idx)
+		return; /* the same queue as last time: noted already */
+	/* relaxed: a torn note fails rx_prefetch_next's checks */
+	atomic_store_explicit(&dev->rx_pf_srq, ref->kind == HCA_CLAIM_SRQ, memory_order_relaxed);
+	atomic_store_explicit(&dev->rx_pf_idx, ref->idx, memory_order_relaxed);
+	atomic_store_explicit(&dev->rx_pf_handle, ref->handle, memory_order_relaxed);
+	atomic_store_explicit(&dev->rx_pf_off, ref->off, memory_order_relaxed);
+}
+
+static void rx_prefetch_next(struct hca_dev *dev, uint64_t off)
+{
+	struct hca_seg *seg = dev->seg;
+	struct hca_ring *r;
+	const struct hca_rwqe *q;
+	struct hca_mr_ent *mr;
+	_Atomic uint64_t *slot;
+	uint64_t pos, w, addr;
+	uint32_t idx = atomic_load_explicit(&dev->rx_pf_idx, memory_order_relaxed);
+
+	if (atomic_load_explicit(&dev->rx_pf_srq, memory_order_relaxed)) {
+		struct hca_srq_ent *s;
+
+		if (idx >= HCA_MAX_SRQ)
+			return;
+		s = &seg->srqs[idx];
+		if (atomic_load_explicit(&s->handle, memory_order_acquire) !=
+		    atomic_load_explicit(&dev->rx_pf_handle, memory_order_relaxed) ||
+		    s->ring_off != off)
+			return;
+	} else {
+		struct hca_qp_ent *e = hca_qp_ent_at(seg, idx);
+
+		if (!e || atomic_load(&e->qpn) != idx || e->rq_off != off)
+			return;
+	}
+	r = hca_seg_ptr(seg, off);
+	pos = atomic_load_explicit(&r->tail, memory_order_relaxed);
+	slot = hca_ring_slot(r, pos);
+	w = atomic_load_explicit(slot, memory_order_acquire);
+	if (hca_ring_dpos(w, pos) || hca_ring_tag_of(w) != HCA_RING_FULL)
+		return;
+	q = (const struct hca_rwqe *)(slot + 1);
+	if (!q->num_sge || r->stride < 8 + sizeof(*q) + sizeof(q->sge[0]))
+		return;
+	addr = q->sge[0].addr;
+	mr = hca_mr_lookup(seg, q->sge[0].lkey);
+	if (!mr || mr->owner != dev->slot || mr->owner_gen != dev->gen ||
+	    addr < mr->iova || addr - mr->iova >= mr->length)
+		return;
+	hca_prefetchw((const void *)(uintptr_t)(mr->addr + (addr - mr->iova)));
+}
+
 /* Busy polls read the UDP link only on CQs some UDP-path QP completes
  * to (udp_qps, kept by qp.c): a shared-memory-only CQ never pays the
  * recvfrom, nor claims the socket from the progress thread. */
@@ -643,8 +712,15 @@ static int cq_poll_once(struct hca_cq *cq, int n, struct ibv_wc *wc, uint64_t *t
 	}
 	if (mbh)
 		got = hca_mb_end(cq, mbm, n, wc, ts, got, rx_end != UINT64_MAX);
-	if (!got) /* nothing new for the application: owed ACKs go now */
+	if (!got) { /* nothing new for the application: owed ACKs go now */
+		uint64_t pf = atomic_load_explicit(&dev->rx_pf_off, memory_order_relaxed);
+
+		if (pf) { /* and the next message's buffer comes in (once) */
+			atomic_store_explicit(&dev->rx_pf_off, 0, memory_order_relaxed);
+			rx_prefetch_next(dev, pf);
+		}
 		hca_progress(dev, HCA_PROGRESS_ACKS_ASKED);
+	}
 	return got;
 }
 

@@ -119,6 +119,12 @@ struct hca_dev {
 				    * the application is going to sleep) */
 	_Atomic uint32_t polls;    /* CQ polls, counted without a lock */
 	_Atomic uint32_t polls_at_arm; /* ... when a CQ was last armed */
+	/* the receive queue our responder last took a WQE of for our own
+	 * memory (its ring's heap offset, 0: none; SRQ index and handle, or
+	 * HCA_NONE and the QPN): an idle poll prefetches the buffer its next
+	 * WQE names (cq.c, rx_prefetch_next) */
+	_Atomic uint64_t rx_pf_off;
+	_Atomic uint32_t rx_pf_idx, rx_pf_handle, rx_pf_srq; /* a hint: relaxed */
 	/* progress thread leaves the socket to pollers: set and cleared by
 	 * it and by a waking sleeper, read by pollers and timers, each under
 	 * a different lock or none; a hint (a stale value costs a wake-up or
@@ -639,6 +645,7 @@ int hca_cq_push_body(struct hca_dev *dev, struct hca_claim *cl, uint32_t cq_idx,
 		     const struct hca_cqe_buf *b, uint32_t len, bool solicited,
 		     bool releases);
 struct hca_cq_ent *hca_cq_ent(struct hca_dev *dev, uint32_t cq_idx);
+void hca_rx_prefetch_note(struct hca_dev *dev, const struct hca_claim_ring *ref);
 void hca_cq_ent_free(struct hca_seg *seg, struct hca_cq_ent *e);
 bool hca_cq_event_take(struct hca_cq *cq);
 

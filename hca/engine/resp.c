@@ -142,6 +142,9 @@ static struct hca_claim *take_rwqe(struct resp_ctx *r)
 	}
 	if (srq_idx != HCA_NONE)
 		srq_limit_check(r->dev, srq_idx, ring);
+	/* our own buffers: the next one is prefetched while we wait (cq.c) */
+	if (r->owner == r->dev->slot && r->owner_gen == r->dev->gen)
+		hca_rx_prefetch_note(r->dev, &ref);
 	return c;
 }
 
