@@ -127,6 +127,23 @@ static void rx_names(const struct hca_mb_rx *x, struct hca_cqe *c)
 	c->src_qp = atomic_load_explicit(&x->srq->lanes->src_qpn[x->k], memory_order_relaxed);
 }
 
+/* The queue's next buffer comes in while we wait (cq.c): the queue is
+ * our own, and a FIFO through all its buffers (the last use of the next
+ * one was a queue's length of messages ago). */
+static void rx_prefetch_note(struct hca_dev *dev, const struct hca_mb_rx *x)
+{
+	struct hca_claim_ring ref;
+
+	if (x->qp)
+		ref = (struct hca_claim_ring){ .kind = HCA_CLAIM_RQ, .idx = x->qp->qpn,
+					       .off = x->qp->ent->rq_off };
+	else
+		ref = (struct hca_claim_ring){ .kind = HCA_CLAIM_SRQ, .idx = x->srq->idx,
+					       .handle = x->srq->handle,
+					       .off = x->srq->ent->ring_off };
+	hca_rx_prefetch_note(dev, &ref);
+}
+
 /* An RC QP counts what it received and establishes on the first. */
 static void rx_count(struct hca_mb_rx *x, uint8_t qs, uint32_t len, uint32_t tgt)
 {
@@ -214,6 +231,7 @@ enum mb_take hca_mb_take(struct hca_cq *cq, int i, struct hca_mb_rx *x, uint64_t
 	}
 	if (x->srq)
 		hca_mb_lane_srq_limit(x->srq);
+	rx_prefetch_note(dev, x);
 	n = s->nslots;
 	len = s->len;
 	flags = s->flags;
