@@ -184,3 +184,49 @@ void hca_link_batch_add(struct hca_dev *dev, struct hca_link_batch *b, uint32_t 
 	b->dport = dport;
 	b->n++;
 }
+
+/* ---- receiving: a GRO run told apart without its control message ---- */
+
+/* Is [p, p + len) one sound packet (shape and ICRC) from saddr? */
+static bool sound(struct hca_dev *dev, const uint8_t *p, size_t len, uint32_t saddr)
+{
+	struct hca_ip4udp ip = { .saddr = saddr, .daddr = dev->link.ip,
+				 .sport = dev->link.base, .dport = dev->link.base };
+
+	return !hca_wire_parse(p, len, &ip, NULL, NULL, NULL);
+}
+
+/* Does a run of packets of s bytes (the last perhaps shorter) fit? Its
+ * first and last packets sound: a damaged packet is taken for a run only
+ * if two ICRCs match by chance (2^-64), not one. */
+static bool run_fits(struct hca_dev *dev, const uint8_t *p, size_t len, size_t s,
+		     uint32_t saddr)
+{
+	size_t last = (len - 1) / s * s;
+
+	return s < len && sound(dev, p, s, saddr) && sound(dev, p + last, len - last, saddr);
+}
+
+/*
+ * The segment size of a UDP GRO run read without its control message
+ * (link_udp.c: rx_one, take_dgram), found from the packets themselves. A message's FIRST and
+ * MIDDLE packets carry a whole path MTU, so those sizes are tried first;
+ * then every size (runs of equal small packets: a burst of small SENDs
+ * batched by link_gso.c, or coalesced by a NIC's GRO). 0: none fits (a
+ * damaged datagram).
+ */
+size_t hca_link_gro_guess(struct hca_dev *dev, const uint8_t *p, size_t len, uint32_t saddr)
+{
+	const struct hca_wire_op_info *r = len >= HCA_BTH_LEN ?
+					   hca_wire_op(hca_bth_opcode(p)) : NULL;
+
+	if (!r)
+		return 0;
+	for (size_t mtu = 4096; mtu >= 256; mtu /= 2)
+		if (run_fits(dev, p, len, r->hdr_len + mtu + HCA_ICRC_LEN, saddr))
+			return r->hdr_len + mtu + HCA_ICRC_LEN;
+	for (size_t s = r->hdr_len + HCA_ICRC_LEN; s < len && s <= HCA_PKT_MAX; s += 4)
+		if (run_fits(dev, p, len, s, saddr))
+			return s;
+	return 0;
+}

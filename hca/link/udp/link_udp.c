@@ -523,15 +523,13 @@ static size_t gro_size(struct msghdr *mh)
 
 #define HCA_RX_CTL CMSG_SPACE(sizeof(int))
 
-static size_t gro_guess(struct hca_dev *dev, const uint8_t *p, size_t len, uint32_t saddr);
-
 /*
  * A datagram read, with the segment size its control message gave (gso;
  * 0: none). Without one it may still be a UDP GRO run: read by recvfrom
  * (no control message), or queued whole while UDP_GRO was on and read
  * after it went off (gro_set). So it is first taken for one packet
  * (parsed once: the common case costs nothing more); if it is not one
- * sound packet, the segment size is found from its packets (gro_guess).
+ * sound packet, the segment size is found from its packets (hca_link_gro_guess, link_gso.c).
  */
 static void take_dgram(struct hca_dev *dev, const uint8_t *p, size_t len, size_t gso,
 		       uint32_t saddr)
@@ -545,7 +543,7 @@ static void take_dgram(struct hca_dev *dev, const uint8_t *p, size_t len, size_t
 	/* one packet (the common case: parsed once) */
 	if (len <= HCA_PKT_MAX && !dispatch_q(dev, p, len, saddr, true))
 		return;
-	seg = gro_guess(dev, p, len, saddr);
+	seg = hca_link_gro_guess(dev, p, len, saddr);
 	if (seg)
 		deliver(dev, p, len, seg, saddr);
 	else /* counted once, as the packet it claims to be */
@@ -602,50 +600,6 @@ static void rx_drain(struct hca_dev *dev)
 		rx_drain_fd(dev, ev[i].data.fd);
 }
 
-/* Is [p, p + len) one sound packet (shape and ICRC) from saddr? */
-static bool sound(struct hca_dev *dev, const uint8_t *p, size_t len, uint32_t saddr)
-{
-	struct hca_ip4udp ip = { .saddr = saddr, .daddr = dev->link.ip,
-				 .sport = dev->link.base, .dport = dev->link.base };
-
-	return !hca_wire_parse(p, len, &ip, NULL, NULL, NULL);
-}
-
-/* Does a run of packets of s bytes (the last perhaps shorter) fit? Its
- * first and last packets sound: a damaged packet is taken for a run only
- * if two ICRCs match by chance (2^-64), not one. */
-static bool run_fits(struct hca_dev *dev, const uint8_t *p, size_t len, size_t s,
-		     uint32_t saddr)
-{
-	size_t last = (len - 1) / s * s;
-
-	return s < len && sound(dev, p, s, saddr) && sound(dev, p + last, len - last, saddr);
-}
-
-/*
- * The segment size of a UDP GRO run read without its control message
- * (rx_one), found from the packets themselves. A message's FIRST and
- * MIDDLE packets carry a whole path MTU, so those sizes are tried first;
- * then every size (runs of equal small packets: a burst of small SENDs
- * batched by link_gso.c, or coalesced by a NIC's GRO). 0: none fits (a
- * damaged datagram).
- */
-static size_t gro_guess(struct hca_dev *dev, const uint8_t *p, size_t len, uint32_t saddr)
-{
-	const struct hca_wire_op_info *r = len >= HCA_BTH_LEN ?
-					   hca_wire_op(hca_bth_opcode(p)) : NULL;
-
-	if (!r)
-		return 0;
-	for (size_t mtu = 4096; mtu >= 256; mtu /= 2)
-		if (run_fits(dev, p, len, r->hdr_len + mtu + HCA_ICRC_LEN, saddr))
-			return r->hdr_len + mtu + HCA_ICRC_LEN;
-	for (size_t s = r->hdr_len + HCA_ICRC_LEN; s < len && s <= HCA_PKT_MAX; s += 4)
-		if (run_fits(dev, p, len, s, saddr))
-			return s;
-	return 0;
-}
-
 /*
  * One datagram from socket fd, if one waits; rx_lock held. Read with
  * recvfrom, not recvmsg: a busy poller makes one such call per poll,
@@ -655,7 +609,7 @@ static size_t gro_guess(struct hca_dev *dev, const uint8_t *p, size_t len, uint3
  * on this VM, docs/udp-link-performance.md). recvfrom brings no control
  * message, so a UDP GRO run (several packets in one datagram) is told
  * from one packet by the packet itself: a datagram that is not one sound
- * packet is cut at the size gro_guess finds.
+ * packet is cut at the size hca_link_gro_guess finds.
  */
 static bool rx_one(struct hca_dev *dev, int fd)
 {

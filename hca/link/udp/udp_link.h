@@ -81,6 +81,8 @@ void hca_link_batch_add(struct hca_dev *dev, struct hca_link_batch *b, uint32_t 
 void hca_link_batch_flush(struct hca_dev *dev, struct hca_link_batch *b);
 void hca_link_batch_flush_ack(struct hca_dev *dev, struct hca_link_batch *b,
 			      uint8_t *ack, size_t hdr_len);
+/* ... and received: a UDP GRO run's segment size, from its packets (0: none) */
+size_t hca_link_gro_guess(struct hca_dev *dev, const uint8_t *p, size_t len, uint32_t saddr);
 enum hca_resp_status hca_udp_send_ud(struct hca_qp *qp, struct hca_swqe *w,
 				     struct hca_msg *m, uint32_t daddr);
 void hca_udp_path_set(struct hca_qp *qp);
