@@ -738,7 +738,8 @@ int hca_cq_poll(struct hca_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts)
 	 * and polls again at once if a message came meanwhile: a busy
 	 * poller's looks are then about half a poll apart, not a whole
 	 * poll and its caller's loop, and a message waits for the next
-	 * look half as long (docs/datapath.md, "The late look").
+	 * look half as long (docs/datapath.md, "Lines asked for early, the late
+	 * look, the direct post").
 	 */
 	if (!got && n && atomic_load_explicit(&cq->mb_nrx, memory_order_relaxed) &&
 	    hca_mb_late(cq))
