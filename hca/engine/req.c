@@ -27,8 +27,9 @@ const uint32_t hca_rnr_timer_us[32] = {
 
 /* ---- posting ---- */
 
+/* 0, with the WR's byte count in *lenp, or the errno ibv_post_send returns. */
 static int wr_check(struct hca_qp *qp, const struct ibv_send_wr *wr,
-		    const struct hca_ah *ah)
+		    const struct hca_ah *ah, uint64_t *lenp)
 {
 	const struct hca_opcode *op = hca_opcode_get(wr->opcode);
 	uint64_t len = 0;
@@ -54,6 +55,7 @@ static int wr_check(struct hca_qp *qp, const struct ibv_send_wr *wr,
 		if (len > qp->cap.max_inline_data)
 			return EINVAL;
 	}
+	*lenp = len;
 	return 0;
 }
 
@@ -105,26 +107,21 @@ static void mb_idle_update(struct hca_qp *qp);
  * WQE before it in the receiver's mailbox or done (a ping-pong's every
  * message) goes into the mailbox before its WQE is written. The release
  * store there is what the receiver waits for; the WQE (kept for a
- * retract) and the checks wr_check makes that cannot fail here are not.
- * false: nothing done, the general path takes the WR (and reports what
- * is wrong with it).
+ * retract) is not. false: nothing done, the general path takes the WR
+ * (and reports what is wrong with it).
  */
 static bool post_direct(struct hca_qp *qp, struct ibv_send_wr *wr)
 {
 	uint32_t idx = qp->sq_tail, slots;
-	uint64_t len = 0, pos;
+	uint64_t len, pos;
 	struct hca_swqe *w;
 
 	if (wr->next || !(wr->send_flags & IBV_SEND_INLINE) || qp->type == IBV_QPT_UD ||
 	    qp->link || idx != qp->sq_head + qp->mb_n ||
 	    idx - qp->sq_head >= qp->cap.max_send_wr || qp->mb_held || qp->sqd_event_due ||
 	    atomic_load_explicit(&qp->wait_until_ns, memory_order_relaxed) ||
-	    wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->cap.max_send_sge ||
-	    hca_qp_state(qp) != IBV_QPS_RTS || !connected_path_local(qp))
-		return false;
-	for (int i = 0; i < wr->num_sge; i++)
-		len += wr->sg_list[i].length;
-	if (len > qp->cap.max_inline_data ||
+	    hca_qp_state(qp) != IBV_QPS_RTS || !connected_path_local(qp) ||
+	    wr_check(qp, wr, NULL, &len) ||
 	    !hca_mb_send_inline(qp, wr, (uint32_t)len, idx, &pos, &slots))
 		return false;
 	wr_queue(qp, wr, NULL);
@@ -150,6 +147,7 @@ int hca_qp_post_send_ah(struct hca_qp *qp, struct ibv_send_wr *wr,
 {
 	enum ibv_qp_state s = hca_qp_state(qp);
 	const struct hca_ah *ah;
+	uint64_t len;
 	int rc = 0;
 
 	if (s == IBV_QPS_RESET || s == IBV_QPS_INIT || s == IBV_QPS_RTR) {
@@ -164,7 +162,7 @@ int hca_qp_post_send_ah(struct hca_qp *qp, struct ibv_send_wr *wr,
 	}
 	for (size_t i = 0; wr; wr = wr->next, i++) {
 		ah = ahs ? ahs[i] : NULL;
-		rc = wr_check(qp, wr, ah);
+		rc = wr_check(qp, wr, ah, &len);
 		if (!rc && qp->sq_tail - qp->sq_head >= qp->cap.max_send_wr && qp->mb_n)
 			hca_mb_reap(qp, HCA_MB_REAP_NOW); /* mailbox sends the receiver took */
 		if (!rc && qp->sq_tail - qp->sq_head >= qp->cap.max_send_wr)
