@@ -568,6 +568,7 @@ void hca_rnr_kick(struct hca_dev *dev, _Atomic uint64_t *waiters);
 /* ... the links' sockets, shared by the progress thread, pollers and sleepers */
 void hca_dev_link_handover(struct hca_dev *dev);
 void hca_dev_poller_extend(struct hca_dev *dev);
+void hca_dev_poller_busy(struct hca_dev *dev);
 bool hca_dev_link_sleep_begin(struct hca_dev *dev);
 void hca_dev_link_sleep_end(struct hca_dev *dev);
 

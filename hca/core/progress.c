@@ -329,6 +329,25 @@ void hca_dev_poller_extend(struct hca_dev *dev)
 							memory_order_relaxed);
 }
 
+/*
+ * The poller is at work inside a poll: a stream drained off the socket
+ * (link_udp.c's rx_poll) can take longer than the grace, and the thread,
+ * finding the mark stale, took the socket back, woke for each datagram
+ * and fought the poller for the receive lock: in `sib_osu bw -s 16384`
+ * between two namespace hosts, ~5,500 such wakes in a 2-second run on
+ * the receiving side (docs/udp-link-performance.md). Renews a mark that
+ * exists, whatever its age; never makes one (0: handed over).
+ */
+void hca_dev_poller_busy(struct hca_dev *dev)
+{
+	uint64_t was = atomic_load_explicit(&dev->poll_ns, memory_order_relaxed);
+
+	if (was)
+		atomic_compare_exchange_strong_explicit(&dev->poll_ns, &was, hca_now_ns(),
+							memory_order_relaxed,
+							memory_order_relaxed);
+}
+
 /* The application will block (it armed a CQ): the socket is the thread's. */
 void hca_dev_link_handover(struct hca_dev *dev)
 {

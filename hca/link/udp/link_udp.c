@@ -550,8 +550,9 @@ static void take_dgram(struct hca_dev *dev, const uint8_t *p, size_t len, size_t
 		dispatch(dev, p, len, saddr);
 }
 
-/* Everything queued on socket fd (up to 256 datagrams), rx_lock held. */
-static void rx_drain_fd(struct hca_dev *dev, int fd)
+/* Everything queued on socket fd (up to 256 datagrams), rx_lock held;
+ * poller: an application's busy poll drains it (rx_poll). */
+static void rx_drain_fd(struct hca_dev *dev, int fd, bool poller)
 {
 	struct hca_link *l = &dev->link;
 	struct sockaddr_in from[HCA_RX_BATCH];
@@ -577,6 +578,8 @@ static void rx_drain_fd(struct hca_dev *dev, int fd)
 			take_dgram(dev, iov[i].iov_base, mm[i].msg_len,
 				   l->gro_ok ? gro_size(&mm[i].msg_hdr) : 0,
 				   ntohl(from[i].sin_addr.s_addr));
+		if (poller && got > 0) /* still polling: the socket stays ours */
+			hca_dev_poller_busy(dev);
 		if (got < HCA_RX_BATCH)
 			break;
 	}
@@ -592,12 +595,12 @@ static void rx_drain(struct hca_dev *dev)
 	if (l->fd < 0)
 		return;
 	if (l->rx_epfd < 0 || !atomic_load_explicit(&l->rx_peers, memory_order_relaxed)) {
-		rx_drain_fd(dev, l->fd);
+		rx_drain_fd(dev, l->fd, false);
 		return;
 	}
 	n = epoll_wait(l->rx_epfd, ev, 16, 0);
 	for (int i = 0; i < n; i++)
-		rx_drain_fd(dev, ev[i].data.fd);
+		rx_drain_fd(dev, ev[i].data.fd, false);
 }
 
 /*
@@ -656,7 +659,7 @@ static void rx_poll(struct hca_dev *dev)
 	if (peers <= 1) {
 		if (rx_one(dev, l->rx_hot)) {
 			if (++l->rx_hits >= HCA_RX_STREAK)
-				rx_drain_fd(dev, l->rx_hot);
+				rx_drain_fd(dev, l->rx_hot, true);
 			return;
 		}
 		l->rx_hits = 0;
@@ -730,7 +733,7 @@ void hca_link_rx_sleeper(struct hca_dev *dev, const struct pollfd *p, int n)
 		if (p[i].fd == l->rx_epfd)
 			rx_drain(dev);
 		else
-			rx_drain_fd(dev, p[i].fd);
+			rx_drain_fd(dev, p[i].fd, false);
 	}
 	/* the polls of the next microseconds (the application taking its
 	 * completion, answering, arming, looking once more before it sleeps
