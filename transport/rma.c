@@ -43,6 +43,7 @@ struct sib_mem {
 	bool owned;              /* allocated by sib_mem_map */
 	int fd;                  /* owned: its memfd, -1: anonymous */
 	struct ibv_mr *mr;
+	struct sib_reg *reg;     /* SIB_MEM_CACHED: the cache's, mr its */
 };
 
 struct sib_rkey_blob {
@@ -415,13 +416,45 @@ void sib_mem_release(void *addr, size_t len, int fd)
 SIB_API sib_status_t sib_mem_map(sib_worker_t *w, void *addr, size_t len,
 				 sib_mem_t **out)
 {
+	return sib_mem_map_flags(w, addr, len, 0, out);
+}
+
+/*
+ * A cached mapping: the registration cache's entry for the range (a hit
+ * costs a lookup, and unmapping it deregisters nothing). For a transport
+ * that exposes each large message's buffer once (an MPI BTL's
+ * register_mem / deregister_mem around every rendezvous): a registration
+ * and a deregistration per message cost more than the copy below 1 MiB
+ * on one host, the deregistration waiting for every copy in flight on the
+ * host (hca_fence_wait; docs/registration-cache.md).
+ */
+static sib_status_t mem_map_cached(sib_worker_t *w, struct sib_mem *m, int acc)
+{
+	sib_lock(w);
+	m->reg = sib_reg_get(w, m->addr, m->len, acc);
+	if (!m->reg) {
+		sib_unlock(w);
+		return errno == ENOMEM ? SIB_ERR_NO_MEMORY : SIB_ERR_IO;
+	}
+	m->mr = m->reg->mr;
+	sib_list_add_tail(&w->rma->maps, &m->link);
+	w->rma->nmaps++;
+	sib_unlock(w);
+	return SIB_OK;
+}
+
+SIB_API sib_status_t sib_mem_map_flags(sib_worker_t *w, void *addr, size_t len,
+				       unsigned flags, sib_mem_t **out)
+{
 	struct sib_mem *m;
 	int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
 		  IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
+	sib_status_t st;
 
 	if (out)
 		*out = NULL;
-	if (!w || !out || !len)
+	if (!w || !out || !len || (flags & ~SIB_MEM_CACHED) ||
+	    ((flags & SIB_MEM_CACHED) && !addr))
 		return SIB_ERR_INVALID_PARAM;
 	m = calloc(1, sizeof(*m));
 	if (!m)
@@ -438,6 +471,16 @@ SIB_API sib_status_t sib_mem_map(sib_worker_t *w, void *addr, size_t len,
 	m->w = w;
 	m->addr = addr;
 	m->len = len;
+	if (flags & SIB_MEM_CACHED) {
+		st = mem_map_cached(w, m, acc);
+		if (st != SIB_OK) {
+			sib_log("sib_mem_map: registration failed (errno %d)", errno);
+			free(m);
+			return st;
+		}
+		*out = m;
+		return SIB_OK;
+	}
 	sib_lock(w);
 	/* its own registration, never the cache's: unmapping must revoke
 	 * the key at once */
@@ -459,7 +502,10 @@ SIB_API sib_status_t sib_mem_map(sib_worker_t *w, void *addr, size_t len,
 
 static void mem_free(struct sib_mem *m)
 {
-	ibv_dereg_mr(m->mr);
+	if (m->reg)
+		sib_reg_put(m->w, m->reg);
+	else
+		ibv_dereg_mr(m->mr);
 	if (m->owned)
 		sib_mem_release(m->addr, m->len, m->fd);
 	sib_list_del(&m->link);

@@ -364,6 +364,18 @@ typedef struct sib_rkey sib_rkey_t;
 
 SIB_API sib_status_t sib_mem_map(sib_worker_t *w, void *addr, size_t len,
 				 sib_mem_t **mem);
+/*
+ * sib_mem_map with flags. SIB_MEM_CACHED (addr not NULL): the region's
+ * registration comes from the worker's registration cache, and unmapping
+ * the region gives it back there instead of revoking it: a key packed
+ * from it may go on working after sib_mem_unmap, until the memory is
+ * freed or the cache evicts the entry. For a transport that exposes each
+ * large message's buffer for one transfer (an MPI BTL's register_mem);
+ * a region whose key must die at unmap takes no flag.
+ */
+#define SIB_MEM_CACHED 1u
+SIB_API sib_status_t sib_mem_map_flags(sib_worker_t *w, void *addr, size_t len,
+				       unsigned flags, sib_mem_t **mem);
 SIB_API sib_status_t sib_mem_unmap(sib_mem_t *mem);
 SIB_API void *sib_mem_addr(const sib_mem_t *mem);
 SIB_API size_t sib_mem_length(const sib_mem_t *mem);

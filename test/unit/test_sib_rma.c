@@ -426,6 +426,64 @@ static void test_rma(void)
 	no_leaks();
 }
 
+/*
+ * SIB_MEM_CACHED: a user buffer mapped from the registration cache, as the
+ * MPI component maps each rendezvous buffer. Puts and gets work through
+ * its key; mapping the same buffer again is a cache hit (no registration);
+ * unmapping gives the registration back without revoking it; bad flags
+ * and a cached mapping of no buffer are refused.
+ */
+static void test_mem_cached(void)
+{
+	size_t len = 256u << 10;
+	uint8_t *user = aligned_alloc(4096, len), *buf = malloc(len);
+	struct sib_worker_attr a0, a1;
+	sib_mem_t *mem = NULL;
+	sib_rkey_t *k;
+	sib_request_t *r;
+	void *blob;
+	size_t blen;
+	uint64_t base = (uintptr_t)user;
+
+	memset(user, 0, len);
+	CU_ASSERT_EQUAL(sib_mem_map_flags(wb, NULL, len, SIB_MEM_CACHED, &mem),
+			SIB_ERR_INVALID_PARAM);
+	CU_ASSERT_PTR_NULL(mem);
+	CU_ASSERT_EQUAL(sib_mem_map_flags(wb, user, len, 2u, &mem), SIB_ERR_INVALID_PARAM);
+	for (int round = 0; round < 3; round++) {
+		sib_worker_query(wb, &a0);
+		CU_ASSERT_FATAL(sib_mem_map_flags(wb, user, len, SIB_MEM_CACHED, &mem) == SIB_OK);
+		sib_worker_query(wb, &a1);
+		if (round) /* the first registered; the others found it */
+			CU_ASSERT_EQUAL(a1.reg_hits, a0.reg_hits + 1);
+		CU_ASSERT_EQUAL(a1.mem_maps, a0.mem_maps + 1);
+		CU_ASSERT_EQUAL(sib_mem_addr(mem), user);
+		CU_ASSERT_FATAL(sib_rkey_pack(mem, &blob, &blen) == SIB_OK);
+		CU_ASSERT_FATAL(sib_rkey_unpack(ab, blob, blen, &k) == SIB_OK);
+		fill(buf, len, (uint32_t)round);
+		CU_ASSERT_FATAL(sib_put_nb(ab, buf, len, base, k, NULL, &r) == SIB_OK);
+		rma_wait(r, SIB_OK);
+		CU_ASSERT(memcmp(user, buf, len) == 0);
+		memset(buf, 0, len);
+		CU_ASSERT_FATAL(sib_get_nb(ab, buf, 4096, base + 8192, k, NULL, &r) == SIB_OK);
+		rma_wait(r, SIB_OK);
+		CU_ASSERT(memcmp(buf, user + 8192, 4096) == 0);
+		/* outside the mapped range: still refused */
+		CU_ASSERT_FATAL(sib_get_nb(ab, buf, 64, base + len, k, NULL, &r) == SIB_OK);
+		rma_wait(r, SIB_ERR_REMOTE_ACCESS);
+		sib_rkey_destroy(k);
+		sib_rkey_buffer_free(blob);
+		CU_ASSERT_EQUAL(sib_mem_unmap(mem), SIB_OK);
+	}
+	sib_worker_query(wb, &a1);
+	CU_ASSERT_EQUAL(a1.mem_maps, 0);
+	CU_ASSERT_EQUAL(a1.regs_active, 0);
+	one_msg(100000, 0, 15);
+	free(user);
+	free(buf);
+	no_leaks();
+}
+
 /* The sender's worker goes away before the receiver reads: the receive
  * fails with a clear status and nothing stays held. */
 static void test_sender_gone(void)
@@ -476,6 +534,7 @@ static int add_suites(void)
 	    !CU_add_test(s, "cancel while reading", test_cancel) ||
 	    !CU_add_test(s, "active messages by rendezvous", test_am) ||
 	    !CU_add_test(s, "put, get, atomics, access errors", test_rma) ||
+	    !CU_add_test(s, "a mapping from the registration cache", test_mem_cached) ||
 	    !CU_add_test(s, "sender gone before the read", test_sender_gone))
 		return -1;
 	return 0;
