@@ -1,8 +1,8 @@
 /*
- * rma.c: one-sided operations.  Regions a process exposes (sib_mem_map),
- * their packed keys, put / get / 64-bit atomics on another process's
- * region, the worker flush, and the registrations of user buffers that
- * rendezvous and RMA use.
+ * rma.c: one-sided operations.  Put / get / 64-bit atomics on another
+ * process's region, the worker flush, and the registrations of user
+ * buffers that rendezvous and RMA use (the regions a process exposes and
+ * their keys: mem.c).
  *
  * Every one-sided WR is a request on the host's send QP like a SEND (so
  * per-host order, flow control, reconnection and the endpoint's flush
@@ -22,45 +22,14 @@
  * handshake) with the operations flushed behind it.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "rcache.h"
 #include "sib_rma.h"
-
-#define RKEY_MAGIC 0x5349424bu   /* "SIBK" */
-
-struct sib_mem {
-	sib_link_t link;
-	sib_worker_t *w;
-	void *addr;
-	size_t len;
-	bool owned;              /* allocated by sib_mem_map */
-	int fd;                  /* owned: its memfd, -1: anonymous */
-	struct ibv_mr *mr;
-	struct sib_reg *reg;     /* SIB_MEM_CACHED: the cache's, mr its */
-};
-
-struct sib_rkey_blob {
-	uint32_t magic;
-	uint32_t owner;          /* worker id of the process that mapped */
-	uint64_t host;
-	uint64_t addr, len;
-	uint32_t rkey;
-	uint32_t pad;
-};
-
-struct sib_rkey {
-	sib_link_t link;
-	struct sib_ep *ep;
-	uint64_t addr, len;
-	uint32_t rkey;
-};
 
 static uint64_t now_ns(void)
 {
@@ -368,247 +337,6 @@ static void rma_done(sib_request_t *r, sib_status_t st, void *arg)
 		cb(r, st, user_arg);
 }
 
-/* ---------------- regions and keys ---------------- */
-
-/*
- * Memory that libsib allocates for a region (sib_mem_map with addr NULL):
- * a memfd sealed against shrinking and growing, mapped shared. Another
- * process's HCA on the host may then map the same pages and move a put,
- * get or atomic with memcpy instead of a system call (the mapping route,
- * docs/transport.md "One-sided operations"). SIB_MEM_ALLOC=anon asks
- * for private anonymous memory instead (cross-memory attach), as does a
- * failure of memfd_create. Unlike private memory, the pages stay shared
- * with a child after fork. Also the receive buffers of the SRQ classes
- * (worker.c): a sender on the host then fills them with memcpy.
- */
-void *sib_mem_alloc(size_t len, int *fd)
-{
-	const char *v = getenv("SIB_MEM_ALLOC");
-	size_t pg = (size_t)sysconf(_SC_PAGESIZE), n = (len + pg - 1) & ~(pg - 1);
-	void *p;
-	int f;
-
-	*fd = -1;
-	if (!v || strcmp(v, "anon")) {
-		f = memfd_create("sib_mem", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-		if (f >= 0 && !ftruncate(f, (off_t)n) &&
-		    !fcntl(f, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
-			p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
-			if (p != MAP_FAILED) {
-				*fd = f;
-				return p;
-			}
-		}
-		if (f >= 0)
-			close(f);
-	}
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	return p == MAP_FAILED ? NULL : p;
-}
-
-void sib_mem_release(void *addr, size_t len, int fd)
-{
-	munmap(addr, len);
-	if (fd >= 0)
-		close(fd);
-}
-
-SIB_API sib_status_t sib_mem_map(sib_worker_t *w, void *addr, size_t len,
-				 sib_mem_t **out)
-{
-	return sib_mem_map_flags(w, addr, len, 0, out);
-}
-
-/*
- * A cached mapping: the registration cache's entry for the range (a hit
- * costs a lookup, and unmapping it deregisters nothing). For a transport
- * that exposes each large message's buffer once (an MPI BTL's
- * register_mem / deregister_mem around every rendezvous): a registration
- * and a deregistration per message cost more than the copy below 1 MiB
- * on one host, the deregistration waiting for every copy in flight on the
- * host (hca_fence_wait; docs/registration-cache.md).
- */
-static sib_status_t mem_map_cached(sib_worker_t *w, struct sib_mem *m, int acc)
-{
-	sib_lock(w);
-	m->reg = sib_reg_get(w, m->addr, m->len, acc);
-	if (!m->reg) {
-		sib_unlock(w);
-		return errno == ENOMEM ? SIB_ERR_NO_MEMORY : SIB_ERR_IO;
-	}
-	m->mr = m->reg->mr;
-	sib_list_add_tail(&w->rma->maps, &m->link);
-	w->rma->nmaps++;
-	sib_unlock(w);
-	return SIB_OK;
-}
-
-SIB_API sib_status_t sib_mem_map_flags(sib_worker_t *w, void *addr, size_t len,
-				       unsigned flags, sib_mem_t **out)
-{
-	struct sib_mem *m;
-	int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
-		  IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
-	sib_status_t st;
-
-	if (out)
-		*out = NULL;
-	if (!w || !out || !len || (flags & ~SIB_MEM_CACHED) ||
-	    ((flags & SIB_MEM_CACHED) && !addr))
-		return SIB_ERR_INVALID_PARAM;
-	m = calloc(1, sizeof(*m));
-	if (!m)
-		return SIB_ERR_NO_MEMORY;
-	m->fd = -1;
-	if (!addr) {
-		addr = sib_mem_alloc(len, &m->fd);
-		if (!addr) {
-			free(m);
-			return SIB_ERR_NO_MEMORY;
-		}
-		m->owned = true;
-	}
-	m->w = w;
-	m->addr = addr;
-	m->len = len;
-	if (flags & SIB_MEM_CACHED) {
-		st = mem_map_cached(w, m, acc);
-		if (st != SIB_OK) {
-			sib_log("sib_mem_map: registration failed (errno %d)", errno);
-			free(m);
-			return st;
-		}
-		*out = m;
-		return SIB_OK;
-	}
-	sib_lock(w);
-	/* its own registration, never the cache's: unmapping must revoke
-	 * the key at once */
-	m->mr = ibv_reg_mr(w->pd, addr, len, acc);
-	if (!m->mr) {
-		sib_unlock(w);
-		sib_log("sib_mem_map: registration failed (errno %d)", errno);
-		if (m->owned)
-			sib_mem_release(addr, len, m->fd);
-		free(m);
-		return errno == ENOMEM ? SIB_ERR_NO_MEMORY : SIB_ERR_IO;
-	}
-	sib_list_add_tail(&w->rma->maps, &m->link);
-	w->rma->nmaps++;
-	sib_unlock(w);
-	*out = m;
-	return SIB_OK;
-}
-
-static void mem_free(struct sib_mem *m)
-{
-	if (m->reg)
-		sib_reg_put(m->w, m->reg);
-	else
-		ibv_dereg_mr(m->mr);
-	if (m->owned)
-		sib_mem_release(m->addr, m->len, m->fd);
-	sib_list_del(&m->link);
-	m->w->rma->nmaps--;
-	free(m);
-}
-
-SIB_API sib_status_t sib_mem_unmap(sib_mem_t *m)
-{
-	sib_worker_t *w;
-
-	if (!m)
-		return SIB_ERR_INVALID_PARAM;
-	w = m->w;
-	sib_lock(w);
-	mem_free(m);
-	sib_unlock(w);
-	return SIB_OK;
-}
-
-SIB_API void *sib_mem_addr(const sib_mem_t *m)
-{
-	return m ? m->addr : NULL;
-}
-
-SIB_API size_t sib_mem_length(const sib_mem_t *m)
-{
-	return m ? m->len : 0;
-}
-
-SIB_API int sib_mem_fd(const sib_mem_t *m)
-{
-	return m ? m->fd : -1;
-}
-
-SIB_API sib_status_t sib_rkey_pack(sib_mem_t *m, void **blob, size_t *len)
-{
-	struct sib_rkey_blob *b;
-
-	if (blob)
-		*blob = NULL;
-	if (!m || !blob || !len)
-		return SIB_ERR_INVALID_PARAM;
-	b = calloc(1, sizeof(*b));
-	if (!b)
-		return SIB_ERR_NO_MEMORY;
-	b->magic = RKEY_MAGIC;
-	b->owner = m->w->id;
-	b->host = m->w->ctx->host_key;
-	b->addr = (uintptr_t)m->addr;
-	b->len = m->len;
-	b->rkey = m->mr->rkey;
-	*blob = b;
-	*len = sizeof(*b);
-	return SIB_OK;
-}
-
-SIB_API void sib_rkey_buffer_free(void *blob)
-{
-	free(blob);
-}
-
-SIB_API sib_status_t sib_rkey_unpack(sib_ep_t *ep, const void *blob,
-				     size_t len, sib_rkey_t **out)
-{
-	const struct sib_rkey_blob *b = blob;
-	struct sib_rkey *k;
-
-	if (out)
-		*out = NULL;
-	if (!ep || !ep->has_addr || !blob || !out || len != sizeof(*b) ||
-	    b->magic != RKEY_MAGIC || b->owner != ep->id ||
-	    b->host != ep->addr.host)
-		return SIB_ERR_INVALID_PARAM;
-	k = calloc(1, sizeof(*k));
-	if (!k)
-		return SIB_ERR_NO_MEMORY;
-	k->ep = ep;
-	k->addr = b->addr;
-	k->len = b->len;
-	k->rkey = b->rkey;
-	sib_lock(ep->w);
-	sib_list_add_tail(&ep->w->rma->rkeys, &k->link);
-	ep->w->rma->nrkeys++;
-	sib_unlock(ep->w);
-	*out = k;
-	return SIB_OK;
-}
-
-SIB_API void sib_rkey_destroy(sib_rkey_t *k)
-{
-	sib_worker_t *w;
-
-	if (!k)
-		return;
-	w = k->ep->w;
-	sib_lock(w);
-	sib_list_del(&k->link);
-	w->rma->nrkeys--;
-	sib_unlock(w);
-	free(k);
-}
-
 /* ---------------- put, get, atomics ---------------- */
 
 static sib_status_t rma_start(sib_ep_t *ep, sib_rkey_t *k, struct sib_rdma *d,
@@ -827,7 +555,7 @@ void sib_rma_fini(sib_worker_t *w)
 		sib_req_complete(f, SIB_ERR_CANCELED);
 	}
 	while (!sib_list_empty(&rw->maps))
-		mem_free(SIB_CONTAINER(rw->maps.next, struct sib_mem, link));
+		sib_mem_free(SIB_CONTAINER(rw->maps.next, struct sib_mem, link));
 	while (!sib_list_empty(&rw->rkeys)) {
 		struct sib_rkey *k = SIB_CONTAINER(rw->rkeys.next, struct sib_rkey, link);
 

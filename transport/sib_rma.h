@@ -16,6 +16,35 @@ struct sib_reg {
 	void *cache_entry;       /* the registration cache's, NULL: own MR */
 };
 
+#define RKEY_MAGIC 0x5349424bu   /* "SIBK" */
+
+struct sib_mem {
+	sib_link_t link;
+	sib_worker_t *w;
+	void *addr;
+	size_t len;
+	bool owned;              /* allocated by sib_mem_map */
+	int fd;                  /* owned: its memfd, -1: anonymous */
+	struct ibv_mr *mr;
+	struct sib_reg *reg;     /* SIB_MEM_CACHED: the cache's, mr its */
+};
+
+struct sib_rkey_blob {
+	uint32_t magic;
+	uint32_t owner;          /* worker id of the process that mapped */
+	uint64_t host;
+	uint64_t addr, len;
+	uint32_t rkey;
+	uint32_t pad;
+};
+
+struct sib_rkey {
+	sib_link_t link;
+	struct sib_ep *ep;
+	uint64_t addr, len;
+	uint32_t rkey;
+};
+
 /* One one-sided WR (posted through the protocol table's rndv row). */
 struct sib_rdma {
 	enum ibv_wr_opcode opcode;
@@ -62,5 +91,6 @@ SIB_LOCAL struct sib_reg *sib_reg_get(sib_worker_t *w, void *addr, size_t len,
 SIB_LOCAL void sib_reg_put(sib_worker_t *w, struct sib_reg *g);
 SIB_LOCAL void sib_rma_done_one(sib_worker_t *w);
 SIB_LOCAL bool sib_peer_dead(const struct sib_ep *ep);
+SIB_LOCAL void sib_mem_free(struct sib_mem *m);
 
 #endif
