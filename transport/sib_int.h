@@ -9,7 +9,8 @@
  *              and the receive path
  *   tag.c      requests, endpoints, tagged operations, active messages
  *   rndv.c     the rendezvous protocol (RTS / RTR / FIN, READ or WRITE)
- *   rma.c      regions, keys, put / get / atomics, user-buffer registrations
+ *   rma.c      put / get / atomics, user-buffer registrations
+ *   mem.c      regions (sib_mem_map) and their keys
  *   stats.c    counters, sib_worker_query, the diagnostics file
  *   pmix.c     sib_init_pmix
  *
@@ -700,7 +701,7 @@ SIB_LOCAL bool sib_rndv_fin_void(const struct sib_request *r);
 SIB_LOCAL size_t sib_iov_copy(const struct sib_iov *iov, size_t niov,
 			      size_t off, const void *src, size_t n);
 
-/* ---- rma.c: registrations, one-sided WRs, mem_map / rkeys ---- */
+/* ---- rma.c, mem.c: registrations, one-sided WRs, mem_map / rkeys ---- */
 SIB_LOCAL int sib_rdma_post(sib_worker_t *w, struct sib_host *h,
 			    struct sib_request *r);
 SIB_LOCAL bool sib_rdma_access_error(sib_worker_t *w, struct sib_request *r,

@@ -1,5 +1,5 @@
 /*
- * sib_rma.h: what rndv.c and rma.c share (not installed): one-sided WR
+ * sib_rma.h: what rndv.c, rma.c and mem.c share (not installed): one-sided WR
  * descriptors, user-buffer registrations, the per-worker state of
  * rendezvous and RMA.
  */
