@@ -89,8 +89,9 @@ struct mca_btl_base_registration_handle_t *mca_btl_softib_register_mem(
 
 	/* flags: libsib's regions allow every access. Cached: ob1 registers
 	 * and deregisters a rendezvous buffer around every transfer, and a
-	 * registration of its own each time cost more than the copy on one
-	 * host (512 KiB: 11-14 GB/s against vader's 17; docs/mpi.md) */
+	 * registration of its own each time, its dereg waiting for every
+	 * copy in flight on the host, took nearly as long as the copy
+	 * (512 KiB: 10-12 GB/s against vader's 17; docs/mpi.md) */
 	if (!r)
 		return NULL;
 	st = sib_mem_map_flags(c->worker, base, size, SIB_MEM_CACHED, &r->mem);

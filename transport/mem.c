@@ -67,9 +67,9 @@ SIB_API sib_status_t sib_mem_map(sib_worker_t *w, void *addr, size_t len,
  * costs a lookup, and unmapping it deregisters nothing). For a transport
  * that exposes each large message's buffer once (an MPI BTL's
  * register_mem / deregister_mem around every rendezvous): a registration
- * and a deregistration per message cost more than the copy below 1 MiB
- * on one host, the deregistration waiting for every copy in flight on the
- * host (hca_fence_wait; docs/registration-cache.md).
+ * and a deregistration per message took nearly as long as the copy below
+ * 1 MiB on one host, the deregistration waiting for every copy in flight
+ * on the host (hca_fence_wait; docs/mpi.md).
  */
 static sib_status_t mem_map_cached(sib_worker_t *w, struct sib_mem *m, int acc)
 {
