@@ -63,27 +63,25 @@ SIB_API sib_status_t sib_mem_map(sib_worker_t *w, void *addr, size_t len,
 }
 
 /*
- * A cached mapping: the registration cache's entry for the range (a hit
- * costs a lookup, and unmapping it deregisters nothing). For a transport
- * that exposes each large message's buffer once (an MPI BTL's
- * register_mem / deregister_mem around every rendezvous): a registration
- * and a deregistration per message took nearly as long as the copy below
- * 1 MiB on one host, the deregistration waiting for every copy in flight
- * on the host (hca_fence_wait; docs/mpi.md).
+ * The region's registration (w locked): its own, which unmapping revokes
+ * at once; or, SIB_MEM_CACHED, the registration cache's entry for the
+ * range (a hit costs a lookup, and unmapping deregisters nothing). The
+ * cached kind is for a transport that exposes each large message's buffer
+ * once (an MPI BTL's register_mem / deregister_mem around every
+ * rendezvous): a registration and a deregistration per message took
+ * nearly as long as the copy below 1 MiB on one host, the deregistration
+ * waiting for every copy in flight on the host (hca_fence_wait;
+ * docs/mpi.md).
  */
-static sib_status_t mem_map_cached(sib_worker_t *w, struct sib_mem *m, int acc)
+static bool mem_register(sib_worker_t *w, struct sib_mem *m, bool cached, int acc)
 {
-	sib_lock(w);
-	m->reg = sib_reg_get(w, m->addr, m->len, acc);
-	if (!m->reg) {
-		sib_unlock(w);
-		return errno == ENOMEM ? SIB_ERR_NO_MEMORY : SIB_ERR_IO;
+	if (cached) {
+		m->reg = sib_reg_get(w, m->addr, m->len, acc);
+		m->mr = m->reg ? m->reg->mr : NULL;
+	} else {
+		m->mr = ibv_reg_mr(w->pd, m->addr, m->len, acc);
 	}
-	m->mr = m->reg->mr;
-	sib_list_add_tail(&w->rma->maps, &m->link);
-	w->rma->nmaps++;
-	sib_unlock(w);
-	return SIB_OK;
+	return m->mr != NULL;
 }
 
 SIB_API sib_status_t sib_mem_map_flags(sib_worker_t *w, void *addr, size_t len,
@@ -92,7 +90,7 @@ SIB_API sib_status_t sib_mem_map_flags(sib_worker_t *w, void *addr, size_t len,
 	struct sib_mem *m;
 	int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
 		  IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
-	sib_status_t st;
+	int err;
 
 	if (out)
 		*out = NULL;
@@ -114,27 +112,15 @@ SIB_API sib_status_t sib_mem_map_flags(sib_worker_t *w, void *addr, size_t len,
 	m->w = w;
 	m->addr = addr;
 	m->len = len;
-	if (flags & SIB_MEM_CACHED) {
-		st = mem_map_cached(w, m, acc);
-		if (st != SIB_OK) {
-			sib_log("sib_mem_map: registration failed (errno %d)", errno);
-			free(m);
-			return st;
-		}
-		*out = m;
-		return SIB_OK;
-	}
 	sib_lock(w);
-	/* its own registration, never the cache's: unmapping must revoke
-	 * the key at once */
-	m->mr = ibv_reg_mr(w->pd, addr, len, acc);
-	if (!m->mr) {
+	if (!mem_register(w, m, flags & SIB_MEM_CACHED, acc)) {
+		err = errno;
 		sib_unlock(w);
-		sib_log("sib_mem_map: registration failed (errno %d)", errno);
+		sib_log("sib_mem_map: registration failed (errno %d)", err);
 		if (m->owned)
 			sib_mem_release(addr, len, m->fd);
 		free(m);
-		return errno == ENOMEM ? SIB_ERR_NO_MEMORY : SIB_ERR_IO;
+		return err == ENOMEM ? SIB_ERR_NO_MEMORY : SIB_ERR_IO;
 	}
 	sib_list_add_tail(&w->rma->maps, &m->link);
 	w->rma->nmaps++;
