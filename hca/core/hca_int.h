@@ -769,12 +769,16 @@ static inline void hca_fence_exit(struct hca_fence *f)
 void hca_xrc_reg(struct hca_seg *seg, struct hca_qp_ent *e, uint16_t slot, bool on);
 bool hca_xrc_unreg_last(struct hca_seg *seg, struct hca_qp_ent *e, uint16_t slot);
 void hca_xrc_reclaim(struct hca_seg *seg, uint16_t slot);
+
+/* qp_num.c */
+struct hca_qp_ent *hca_qp_lookup(struct hca_seg *seg, uint32_t qpn);
+struct hca_qp_ent *hca_qp_num_alloc(struct hca_seg *seg, uint16_t slot, int *err);
+void hca_qp_num_unalloc(struct hca_seg *seg, struct hca_qp_ent *e);
 void hca_qp_ent_free(struct hca_seg *seg, struct hca_qp_ent *e, uint64_t rq_bytes);
 void hca_qp_ent_each(struct hca_seg *seg, uint32_t first_pg, uint32_t npg,
 		     void (*fn)(struct hca_seg *, struct hca_qp_ent *, void *), void *arg);
 
 /* qp.c */
-struct hca_qp_ent *hca_qp_lookup(struct hca_seg *seg, uint32_t qpn);
 void hca_qp_to_error(struct hca_qp *qp);
 void hca_qp_flush(struct hca_qp *qp);
 void hca_qp_flush_sq(struct hca_qp *qp);

@@ -4,7 +4,7 @@
  * Each softib process has one UDP socket. Its port is derived from its
  * process slot: base + slot, base being the RoCEv2 port 4791
  * (SOFTIB_UDP_PORT moves it). A QP number names its owner's slot (bits
- * 16..23, minus one: qp.c), so a requester anywhere finds the port of any QP from the
+ * 16..23, minus one: qp_num.c), so a requester anywhere finds the port of any QP from the
  * QP number alone, and the responder and requester of a QP always run in
  * the QP's own process. tshark decodes port 4791 as RoCEv2 by itself; the
  * other ports with `-d udp.port==N,infiniband` (docs/udp-link.md) — the
@@ -47,7 +47,7 @@ static uint16_t port_base(void)
 }
 
 /* The UDP port of the process that owns QP qpn: the slot is in the
- * number's high byte, plus one (qp.c). */
+ * number's high byte, plus one (qp_num.c). */
 static uint16_t qpn_port(const struct hca_link *l, uint32_t qpn)
 {
 	return (uint16_t)(l->base + (((qpn >> 16) - 1) & 0xff));
