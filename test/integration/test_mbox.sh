@@ -1,9 +1,11 @@
 #!/bin/bash
 # The per-connection mailbox (docs/datapath.md, "A mailbox per
-# connection"): its CUnit suite (build/test/test_verbs_mbox: sizes across
-# the threshold with every byte checked, order with ring-path WQEs
+# connection"): its two CUnit programs (build/test/test_verbs_mbox: sizes
+# across the threshold with every byte checked, order with ring-path WQEs
 # between, a full mailbox, RNR wait and exhaustion, the receiver's length
-# error and error state, two processes) under three settings: mailbox on
+# error and error state, two processes, over RC and again over XRC;
+# build/test/test_verbs_mbox_lanes: an XRC SRQ's lanes among several send
+# QPs and SRQs) under three settings: mailbox on
 # (the default; SOFTIB_MBOX=1 says so);
 # with every message the receiver does not take at once retracted and
 # sent again by the ring path (SOFTIB_MBOX_STALL_US=0), which exercises
@@ -14,27 +16,34 @@
 cd "$(dirname "$0")/../.." || exit 1
 . test/integration/lib.sh
 
-prog=build/test/test_verbs_mbox
-if [ ! -x "$prog" ]; then
-	fail "$prog is not built"
-	summary
-	exit
-fi
-
-suite() {
-	local what=$1 log rc=0
-	shift
-	log=$SIB_TMP/mbox.$((SIB_PASSES + SIB_FAILS)).log
-	sib_run 120 env "$@" "$prog" >"$log" 2>&1 || rc=$?
-	if [ "$rc" -eq 0 ]; then
-		pass "test_verbs_mbox, $what: $(grep -E '^ +asserts' "$log" | awk '{print $3}') asserts"
-	else
-		fail "test_verbs_mbox, $what (exit $rc)"
-		# which tests and asserts failed (CUnit lists them under each
-		# FAILED test), then the summary
-		grep -A12 'FAILED' "$log" | head -n 80
-		tail -n 8 "$log"
+progs=(build/test/test_verbs_mbox build/test/test_verbs_mbox_lanes)
+for prog in "${progs[@]}"; do
+	if [ ! -x "$prog" ]; then
+		fail "$prog is not built"
+		summary
+		exit
 	fi
+done
+
+# suite WHAT VAR=VALUE...: each program under those settings
+suite() {
+	local what=$1 prog name log rc
+	shift
+	for prog in "${progs[@]}"; do
+		name=${prog##*/}
+		rc=0
+		log=$SIB_TMP/mbox.$((SIB_PASSES + SIB_FAILS)).log
+		sib_run 120 env "$@" "$prog" >"$log" 2>&1 || rc=$?
+		if [ "$rc" -eq 0 ]; then
+			pass "$name, $what: $(grep -E '^ +asserts' "$log" | awk '{print $3}') asserts"
+		else
+			fail "$name, $what (exit $rc)"
+			# which tests and asserts failed (CUnit lists them under
+			# each FAILED test), then the summary
+			grep -A12 'FAILED' "$log" | head -n 80
+			tail -n 8 "$log"
+		fi
+	done
 }
 
 suite "mailbox on" SOFTIB_MBOX=1 SOFTIB_MBOX_STALL_US=2000

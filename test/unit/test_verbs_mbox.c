@@ -3,62 +3,24 @@
  * hca/engine/mbox_send.c): small RC SENDs between QPs of one host go
  * through a per-connection mailbox the receiver's poll consumes; what it
  * cannot settle goes by the ring path. The tests hold what either path
- * must give: every byte of every size across the threshold, the order of
- * a QP's messages when mailbox and ring-path WQEs interleave (and when
- * retracts are forced: SOFTIB_MBOX_STALL_US=0 in the second run of the
- * integration script), RNR wait then success, RNR exhaustion, the
- * receiver's length error, a receiver in the error state, and two
- * processes.
+ * must give, over RC and again over XRC (one send QP into an SRQ's lane):
+ * every byte of every size across the threshold, the order of a QP's
+ * messages when mailbox and ring-path WQEs interleave (and when retracts
+ * are forced: SOFTIB_MBOX_STALL_US=0 in the second run of the integration
+ * script), RNR wait then success, RNR exhaustion, the receiver's length
+ * error, a receiver in the error state (RC), and two processes (RC).
+ * test_verbs_mbox_lanes.c has the XRC tests of several QPs and SRQs.
  */
-#include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "include/infiniband/verbs.h"
-
 #include "cu_run.h"
-
-#define TIMEOUT_MS 10000
-#define BUF 4096
-#define NRX 64
-
-static struct ibv_context *ctx;
-static struct ibv_port_attr port_attr;
-
-/*
- * The second suite runs the tests again over XRC (xrc set): a sends on an
- * XRC send QP, b is the XRC receive QP it is connected to, and the
- * receives are posted to an XRC SRQ on the CQ (the SRQ's lanes: one
- * mailbox per requester QP, mbox.c).
- */
-static bool xrc;
-
-struct pair {
-	struct ibv_pd *pd;
-	struct ibv_cq *cq;
-	struct ibv_qp *a, *b;   /* a sends, b receives */
-	struct ibv_mr *smr, *rmr;
-	uint8_t *s, *r;         /* NRX * BUF each */
-	struct ibv_xrcd *xrcd;  /* XRC: the domain, its SRQ and its number */
-	struct ibv_srq *srq;
-	uint32_t srqn;
-};
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
+#include "mbox_common.h"
 
 static int poll_n(struct ibv_cq *cq, struct ibv_wc *wc, int n, int ms)
 {
@@ -73,197 +35,6 @@ static int poll_n(struct ibv_cq *cq, struct ibv_wc *wc, int n, int ms)
 		got += k;
 	}
 	return got;
-}
-
-struct conn_opts {
-	uint8_t rnr_retry, retry_cnt, timeout, min_rnr_timer;
-};
-
-#define INIT_MASK (IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)
-#define RTR_MASK (IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN)
-#define RTR_RECV_MASK (RTR_MASK | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)
-
-static int to_init(struct ibv_qp *qp)
-{
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
-				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
-
-	return ibv_modify_qp(qp, &a, INIT_MASK);
-}
-
-static int to_rtr(struct ibv_qp *qp, uint32_t dest, const struct conn_opts *o, int mask)
-{
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024,
-				 .dest_qp_num = dest, .rq_psn = 0x100, .max_dest_rd_atomic = 1,
-				 .min_rnr_timer = o->min_rnr_timer,
-				 .ah_attr = { .dlid = port_attr.lid, .port_num = 1 } };
-
-	return ibv_modify_qp(qp, &a, mask);
-}
-
-static int to_rts(struct ibv_qp *qp, const struct conn_opts *o)
-{
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTS, .sq_psn = 0x100,
-				 .timeout = o->timeout, .retry_cnt = o->retry_cnt,
-				 .rnr_retry = o->rnr_retry, .max_rd_atomic = 1 };
-
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
-			     IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
-}
-
-static int connect_qp(struct ibv_qp *qp, uint32_t dest, const struct conn_opts *o)
-{
-	return to_init(qp) || to_rtr(qp, dest, o, RTR_RECV_MASK) || to_rts(qp, o) ? -1 : 0;
-}
-
-/* XRC: the send QP a to RTS toward b, the receive QP b to RTR from a. */
-static int connect_xrc(struct pair *p, const struct conn_opts *o)
-{
-	return to_init(p->a) || to_init(p->b) || to_rtr(p->a, p->b->qp_num, o, RTR_MASK) ||
-	       to_rtr(p->b, p->a->qp_num, o, RTR_RECV_MASK) || to_rts(p->a, o) ? -1 : 0;
-}
-
-/* XRC: a send QP and a receive QP in the pair's domain. */
-static int xrc_make_qps(struct pair *p)
-{
-	struct ibv_qp_init_attr_ex ia = {
-		.send_cq = p->cq, .qp_type = IBV_QPT_XRC_SEND,
-		.cap = { .max_send_wr = 64, .max_send_sge = 2 },
-		.comp_mask = IBV_QP_INIT_ATTR_PD, .pd = p->pd };
-	struct ibv_qp_init_attr_ex ra = { .qp_type = IBV_QPT_XRC_RECV,
-					  .comp_mask = IBV_QP_INIT_ATTR_XRCD, .xrcd = p->xrcd };
-
-	p->a = ibv_create_qp_ex(ctx, &ia);
-	p->b = ibv_create_qp_ex(ctx, &ra);
-	return p->a && p->b ? 0 : -1;
-}
-
-/* XRC: the domain, its SRQ on the pair's CQ, the send and receive QPs. */
-static int xrc_make(struct pair *p)
-{
-	struct ibv_xrcd_init_attr xa = {
-		.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
-		.fd = -1, .oflags = O_CREAT };
-	struct ibv_srq_init_attr_ex sa = {
-		.attr = { .max_wr = NRX, .max_sge = 2 },
-		.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
-			     IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ,
-		.srq_type = IBV_SRQT_XRC, .pd = p->pd, .cq = p->cq };
-
-	p->xrcd = ibv_open_xrcd(ctx, &xa);
-	if (!p->xrcd)
-		return -1;
-	sa.xrcd = p->xrcd;
-	p->srq = ibv_create_srq_ex(ctx, &sa);
-	if (!p->srq || ibv_get_srq_num(p->srq, &p->srqn))
-		return -1;
-	return xrc_make_qps(p);
-}
-
-static const struct conn_opts forever = { .rnr_retry = 7, .retry_cnt = 7, .timeout = 14,
-					  .min_rnr_timer = 1 };
-
-static struct ibv_qp *rc_qp(struct pair *p)
-{
-	struct ibv_qp_init_attr ia = {
-		.send_cq = p->cq, .recv_cq = p->cq, .qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = 64, .max_recv_wr = NRX,
-			 .max_send_sge = 2, .max_recv_sge = 2 },
-	};
-
-	return ibv_create_qp(p->pd, &ia);
-}
-
-static struct ibv_comp_channel *pair_chan; /* the next pair's CQ's, if set */
-
-static int pair_make(struct pair *p, const struct conn_opts *o)
-{
-	memset(p, 0, sizeof(*p));
-	p->pd = ibv_alloc_pd(ctx);
-	p->cq = p->pd ? ibv_create_cq(ctx, 512, NULL, pair_chan, 0) : NULL;
-	p->s = malloc((size_t)NRX * BUF);
-	p->r = malloc((size_t)NRX * BUF);
-	if (!p->cq || !p->s || !p->r)
-		return -1;
-	p->smr = ibv_reg_mr(p->pd, p->s, (size_t)NRX * BUF, IBV_ACCESS_LOCAL_WRITE);
-	p->rmr = ibv_reg_mr(p->pd, p->r, (size_t)NRX * BUF,
-			    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-	if (!p->smr || !p->rmr)
-		return -1;
-	if (xrc)
-		return xrc_make(p) || connect_xrc(p, o);
-	p->a = rc_qp(p);
-	p->b = rc_qp(p);
-	if (!p->a || !p->b)
-		return -1;
-	return connect_qp(p->a, p->b->qp_num, o) || connect_qp(p->b, p->a->qp_num, o);
-}
-
-static void pair_free(struct pair *p)
-{
-	if (p->a)
-		ibv_destroy_qp(p->a);
-	if (p->b)
-		ibv_destroy_qp(p->b);
-	if (p->srq)
-		ibv_destroy_srq(p->srq);
-	if (p->xrcd)
-		ibv_close_xrcd(p->xrcd);
-	if (p->smr)
-		ibv_dereg_mr(p->smr);
-	if (p->rmr)
-		ibv_dereg_mr(p->rmr);
-	if (p->cq)
-		ibv_destroy_cq(p->cq);
-	if (p->pd)
-		ibv_dealloc_pd(p->pd);
-	free(p->s);
-	free(p->r);
-}
-
-/* Receive k into buffer k, of len bytes (filled with 0xee first). */
-static int post_recv(struct pair *p, int k, uint32_t len)
-{
-	struct ibv_sge sg = { .addr = (uintptr_t)(p->r + (size_t)k * BUF), .length = len,
-			      .lkey = p->rmr->lkey };
-	struct ibv_recv_wr w = { .wr_id = 1000 + (uint64_t)k, .sg_list = &sg, .num_sge = 1 }, *bad;
-
-	memset(p->r + (size_t)k * BUF, 0xee, BUF);
-	return xrc ? ibv_post_srq_recv(p->srq, &w, &bad) : ibv_post_recv(p->b, &w, &bad);
-}
-
-static int post_send(struct pair *p, enum ibv_wr_opcode op, uint64_t id, uint32_t off,
-		     uint32_t len, bool signaled, uint32_t imm)
-{
-	struct ibv_sge sg = { .addr = (uintptr_t)(p->s + off), .length = len,
-			      .lkey = p->smr->lkey };
-	struct ibv_send_wr w = { .wr_id = id, .sg_list = &sg, .num_sge = 1, .opcode = op,
-				 .send_flags = signaled ? IBV_SEND_SIGNALED : 0,
-				 .imm_data = imm }, *bad;
-
-	if (op == IBV_WR_RDMA_WRITE) {
-		w.wr.rdma.remote_addr = (uintptr_t)(p->r + (size_t)(NRX - 1) * BUF);
-		w.wr.rdma.rkey = p->rmr->rkey;
-	}
-	w.qp_type.xrc.remote_srqn = p->srqn;
-	return ibv_post_send(p->a, &w, &bad);
-}
-
-static void fill(uint8_t *b, uint32_t len, uint32_t seed)
-{
-	for (uint32_t i = 0; i < len; i++)
-		b[i] = (uint8_t)(seed * 131 + i * 7 + 1);
-}
-
-static bool check(const uint8_t *b, uint32_t len, uint32_t seed)
-{
-	for (uint32_t i = 0; i < len; i++)
-		if (b[i] != (uint8_t)(seed * 131 + i * 7 + 1))
-			return false;
-	for (uint32_t i = len; i < BUF; i++)
-		if (b[i] != 0xee)
-			return false;
-	return true;
 }
 
 static const uint32_t sizes[] = { 0, 1, 7, 8, 31, 32, 33, 39, 40, 41, 63, 64, 65, 103,
@@ -631,262 +402,9 @@ static void test_two_processes(void)
 	pair_free(&p);
 }
 
-static int suite_init(void)
-{
-	struct ibv_device **l;
-
-	/* the mailbox is off by default: these tests are about it (unless
-	 * the caller says otherwise: SOFTIB_MBOX=0, SOFTIB_NO_MBOX=1) */
-	setenv("SOFTIB_MBOX", "1", 0);
-	l = ibv_get_device_list(NULL);
-
-	ctx = l && l[0] ? ibv_open_device(l[0]) : NULL;
-	ibv_free_device_list(l);
-	return !ctx || ibv_query_port(ctx, 1, &port_attr) ? -1 : 0;
-}
-
-static int suite_clean(void)
-{
-	int rc = ctx ? ibv_close_device(ctx) : 0;
-
-	ctx = NULL;
-	xrc = false;
-	return rc;
-}
-
-static int suite_init_xrc(void)
-{
-	xrc = true;
-	return suite_init();
-}
-
-/*
- * The XRC tests' messages: the bytes of fill(seed), over whose first five
- * go the message's number and a tag (its sender, its SRQ).
- */
-static void send_tagged(struct pair *p, uint32_t sent, uint32_t len, uint32_t seed,
-			uint32_t m, uint8_t tag)
-{
-	uint8_t *b = p->s + (size_t)(sent % NRX) * BUF;
-
-	fill(b, len, seed);
-	memcpy(b, &m, 4);
-	b[4] = tag;
-	CU_ASSERT_EQUAL_FATAL(post_send(p, IBV_WR_SEND, sent, (sent % NRX) * BUF, len, true,
-					0), 0);
-}
-
-static bool tagged_ok(const uint8_t *b, uint32_t len, uint32_t seed)
-{
-	uint8_t want[BUF];
-
-	fill(want, len, seed);
-	return len >= 5 && memcmp(b + 5, want + 5, len - 5) == 0;
-}
-
-/* One poll: the receives into wc (returned), each send counted in *done. */
-static int poll_recvs(struct ibv_cq *cq, struct ibv_wc *wc, uint32_t *done)
-{
-	int n = ibv_poll_cq(cq, 64, wc), r = 0;
-
-	for (int j = 0; j < n; j++) {
-		CU_ASSERT_EQUAL(wc[j].status, IBV_WC_SUCCESS);
-		if (wc[j].opcode == IBV_WC_RECV)
-			wc[r++] = wc[j];
-		else
-			(*done)++;
-	}
-	return r;
-}
-
-/*
- * Six XRC send QPs (more than an SRQ has lanes: the last ones go by the
- * ring path) into one SRQ, sizes on both sides of the threshold, sends
- * interleaved: each sender's messages arrive in its order, every byte
- * right (the message carries its sender and number).
- */
-static void test_xrc_senders(void)
-{
-	enum { NS = 6, PER = 200 };
-	struct ibv_qp *ini[NS] = { 0 }, *tgt[NS] = { 0 };
-	struct ibv_wc wc[64];
-	uint32_t next[NS] = { 0 }, sent = 0, got = 0, done = 0;
-	struct pair p;
-
-	CU_ASSERT_EQUAL_FATAL(pair_make(&p, &forever), 0);
-	ini[0] = p.a;
-	tgt[0] = p.b;
-	for (int i = 1; i < NS; i++) {
-		struct pair q = p;
-
-		CU_ASSERT_EQUAL_FATAL(xrc_make_qps(&q), 0);
-		CU_ASSERT_EQUAL_FATAL(connect_xrc(&q, &forever), 0);
-		ini[i] = q.a;
-		tgt[i] = q.b;
-	}
-	for (int k = 0; k < NRX; k++)
-		CU_ASSERT_EQUAL_FATAL(post_recv(&p, k, BUF), 0);
-	uint64_t end = now_ms() + 4 * TIMEOUT_MS;
-
-	while ((got < NS * PER || done < NS * PER) && now_ms() < end) {
-		/* a few sends from each, while the SRQ has room for them */
-		for (int i = 0; i < NS && sent < NS * PER && sent - got < NRX / 2; i++) {
-			uint32_t m = sent / NS;
-
-			p.a = ini[i];
-			send_tagged(&p, sent, 24 + (m * 331 + (uint32_t)i * 97) % 2000,
-				    m * NS + (uint32_t)i, m, (uint8_t)i);
-			sent++;
-		}
-		int n = poll_recvs(p.cq, wc, &done);
-
-		for (int j = 0; j < n; j++) {
-			uint8_t *b = p.r + (size_t)(wc[j].wr_id - 1000) * BUF;
-			uint32_t m;
-			int i = b[4];
-
-			memcpy(&m, b, 4);
-			CU_ASSERT_FATAL(i < NS);
-			CU_ASSERT_EQUAL(m, next[i]);
-			CU_ASSERT_EQUAL(wc[j].qp_num, tgt[i]->qp_num);
-			CU_ASSERT_EQUAL(wc[j].src_qp, ini[i]->qp_num);
-			CU_ASSERT(tagged_ok(b, wc[j].byte_len, m * NS + (uint32_t)i));
-			next[i] = m + 1;
-			got++;
-			CU_ASSERT_EQUAL(post_recv(&p, (int)(wc[j].wr_id - 1000), BUF), 0);
-		}
-	}
-	CU_ASSERT_EQUAL(got, NS * PER);
-	CU_ASSERT_EQUAL(done, NS * PER);
-	for (int i = 1; i < NS; i++) {
-		ibv_destroy_qp(ini[i]);
-		ibv_destroy_qp(tgt[i]);
-	}
-	p.a = ini[0];
-	pair_free(&p);
-}
-
-/*
- * One XRC send QP to two SRQs of its domain, in turns and in runs, sizes
- * on both sides of the threshold: each SRQ gets its messages in order
- * (the QP has a lane in each; a switch waits for the other's to be taken
- * or takes them back).
- */
-static void test_xrc_two_srqs(void)
-{
-	enum { N = 400 };
-	struct ibv_srq_init_attr_ex sa = {
-		.attr = { .max_wr = NRX, .max_sge = 2 },
-		.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
-			     IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ,
-		.srq_type = IBV_SRQT_XRC };
-	struct ibv_srq *srq[2];
-	uint32_t srqn[2], next[2] = { 0 }, sent = 0, got = 0, done = 0;
-	struct ibv_wc wc[64];
-	struct pair p;
-
-	CU_ASSERT_EQUAL_FATAL(pair_make(&p, &forever), 0);
-	sa.pd = p.pd;
-	sa.cq = p.cq;
-	sa.xrcd = p.xrcd;
-	srq[0] = p.srq;
-	srqn[0] = p.srqn;
-	srq[1] = ibv_create_srq_ex(ctx, &sa);
-	CU_ASSERT_FATAL(srq[1] && !ibv_get_srq_num(srq[1], &srqn[1]));
-	/* receives k < NRX/2 on the first SRQ, the rest on the second */
-	for (int k = 0; k < NRX; k++) {
-		p.srq = srq[k >= NRX / 2];
-		CU_ASSERT_EQUAL_FATAL(post_recv(&p, k, BUF), 0);
-	}
-	uint64_t end = now_ms() + 4 * TIMEOUT_MS;
-
-	while ((got < N || done < N) && now_ms() < end) {
-		while (sent < N && sent - got < NRX / 4) {
-			int t = (sent / 3 + sent) % 2;   /* turns, and runs */
-
-			p.srqn = srqn[t];
-			send_tagged(&p, sent, 16 + (sent * 397) % 1500, sent, sent, (uint8_t)t);
-			sent++;
-		}
-		int n = poll_recvs(p.cq, wc, &done);
-
-		for (int j = 0; j < n; j++) {
-			int k = (int)(wc[j].wr_id - 1000), t = k >= NRX / 2;
-			uint8_t *b = p.r + (size_t)k * BUF;
-			uint32_t m;
-
-			memcpy(&m, b, 4);
-			CU_ASSERT_EQUAL(b[4], t);
-			CU_ASSERT(m >= next[t]);   /* in order per SRQ */
-			next[t] = m + 1;
-			CU_ASSERT(tagged_ok(b, wc[j].byte_len, m));
-			got++;
-			p.srq = srq[t];
-			CU_ASSERT_EQUAL(post_recv(&p, k, BUF), 0);
-		}
-	}
-	CU_ASSERT_EQUAL(got, N);
-	CU_ASSERT_EQUAL(done, N);
-	p.srq = srq[0];
-	ibv_destroy_qp(p.a);
-	p.a = NULL;
-	CU_ASSERT_EQUAL(ibv_destroy_srq(srq[1]), 0);
-	pair_free(&p);
-}
-
-/*
- * A sleeper's first message on a lane bound while it slept: the polls
- * peek only at the lanes a requester holds, as the owner words said at
- * their last look (mbox.c mb_bound); the event's reader, which finds the
- * message, marks its lane, so the first poll after the wake-up takes it
- * (not a poll that finds nothing, another arm and wake-up, up to 16).
- */
-static void test_xrc_sleeper_new_lane(void)
-{
-	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
-	struct ibv_wc wc[4];
-	struct pair p;
-	int rc;
-
-	CU_ASSERT_PTR_NOT_NULL_FATAL(ch);
-	pair_chan = ch;
-	rc = pair_make(&p, &forever);
-	pair_chan = NULL;
-	CU_ASSERT_EQUAL_FATAL(rc, 0);
-	/* polls enough for the owner words to be looked at: no lane held */
-	for (int i = 0; i < 40; i++)
-		CU_ASSERT_EQUAL(ibv_poll_cq(p.cq, 4, wc), 0);
-	/* the send QP's first messages (it binds a lane), each to a sleeper
-	 * that polls once per wake-up */
-	for (uint32_t k = 0; k < 3; k++) {
-		struct pollfd pf = { .fd = ch->fd, .events = POLLIN };
-		struct ibv_cq *ecq;
-		void *ectx;
-		int got;
-
-		CU_ASSERT_EQUAL_FATAL(post_recv(&p, (int)k, 64), 0);
-		CU_ASSERT_EQUAL_FATAL(ibv_req_notify_cq(p.cq, 0), 0);
-		fill(p.s + k * 64, 8, 5 + k);
-		CU_ASSERT_EQUAL_FATAL(post_send(&p, IBV_WR_SEND, k, k * 64, 8, false, 0), 0);
-		CU_ASSERT_EQUAL_FATAL(poll(&pf, 1, TIMEOUT_MS), 1);
-		CU_ASSERT_EQUAL_FATAL(ibv_get_cq_event(ch, &ecq, &ectx), 0);
-		CU_ASSERT_PTR_EQUAL(ecq, p.cq);
-		ibv_ack_cq_events(p.cq, 1);
-		got = ibv_poll_cq(p.cq, 4, wc);
-		CU_ASSERT_EQUAL(got, 1);
-		if (got != 1)
-			break;
-		CU_ASSERT_EQUAL(wc[0].status, IBV_WC_SUCCESS);
-		CU_ASSERT_EQUAL(wc[0].wr_id, 1000 + k);
-		CU_ASSERT_TRUE(check(p.r + (size_t)k * BUF, 8, 5 + k));
-	}
-	pair_free(&p);
-	ibv_destroy_comp_channel(ch);
-}
-
 static int add_suites(void)
 {
-	CU_pSuite s = CU_add_suite("mbox", suite_init, suite_clean);
+	CU_pSuite s = CU_add_suite("mbox", mbox_suite_init, mbox_suite_clean);
 
 	if (!s || !CU_add_test(s, "sizes across the threshold", test_sizes) ||
 	    !CU_add_test(s, "order with ring-path WQEs between", test_order) ||
@@ -897,17 +415,13 @@ static int add_suites(void)
 	    !CU_add_test(s, "receiver in the error state", test_receiver_error) ||
 	    !CU_add_test(s, "two processes", test_two_processes))
 		return -1;
-	s = CU_add_suite("mbox over XRC (an SRQ's lanes)", suite_init_xrc, suite_clean);
+	s = CU_add_suite("mbox over XRC (an SRQ's lanes)", mbox_suite_init_xrc, mbox_suite_clean);
 	if (!s || !CU_add_test(s, "sizes across the threshold", test_sizes) ||
 	    !CU_add_test(s, "order with ring-path WQEs between", test_order) ||
 	    !CU_add_test(s, "a burst fills the lane", test_burst) ||
 	    !CU_add_test(s, "RNR wait then success", test_rnr_wait) ||
 	    !CU_add_test(s, "RNR retries exhausted", test_rnr_exhausted) ||
-	    !CU_add_test(s, "receive buffer too small", test_len_error) ||
-	    !CU_add_test(s, "six senders into one SRQ", test_xrc_senders) ||
-	    !CU_add_test(s, "one sender, two SRQs", test_xrc_two_srqs) ||
-	    !CU_add_test(s, "a sleeper's first message on a new lane",
-			 test_xrc_sleeper_new_lane))
+	    !CU_add_test(s, "receive buffer too small", test_len_error))
 		return -1;
 	return 0;
 }
