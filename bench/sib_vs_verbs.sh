@@ -3,9 +3,14 @@
 # 8-byte one-way latency of libsib's tagged ping-pong (build/bin/sib_osu
 # lat, two ranks under mpirun, median) beside softib's RC SEND ping-pong
 # (build/bin/softib_osu -t lat -M, median) and UCX's tag_lat over
-# shared memory (ucx_perftest, typical), interleaved REPS times, the
-# load average printed with each round. Issue 11's target: libsib adds
-# less than ~0.1 us over the verbs latency, and is <= 1.0x UCX tag_lat.
+# shared memory (ucx_perftest, typical), and the floor (build/bin/shm_floor:
+# a cache line each way between two processes, pinned to CPUs 0 and 1),
+# interleaved REPS times, the load average printed with each round.
+# Issue 11's target: libsib adds less than ~0.1 us over the verbs
+# latency, and is <= 1.0x UCX tag_lat. The floor tells the machine's
+# state: this VM moves between one where a line crosses between the two
+# CPUs in ~0.08 us and one where it takes several times that, and the
+# ratio to UCX differs between them (docs/benchmarks.md).
 #
 #   bench/sib_vs_verbs.sh [-r REPS] [-i ITERS]
 # Export SOFTIB_SEG_TAG / SOFTIB_UDP_PORT of your own first. PORT (default
@@ -39,13 +44,16 @@ for ((i = 0; i < REPS; i++)); do
 		-n "$ITERS" >"$tmp/u" 2>&1
 	wait
 	u=$(awk '/^Final:/ { print $3 }' "$tmp/u")
-	echo "run $i (load $load): libsib ${s:-?} us   verbs ${v:-?} us   ucx ${u:-?} us" |
+	f=$(timeout 60 build/bin/shm_floor -m 8 -n "$ITERS" 2>/dev/null | awk '$1 == 8 { print $2 }')
+	echo "run $i (load $load): libsib ${s:-?} us   verbs ${v:-?} us   ucx ${u:-?} us   floor ${f:-?} us" |
 		tee -a "$tmp/all"
 done
 s=$(awk '{ print $6 }' "$tmp/all" | med)
 v=$(awk '{ print $9 }' "$tmp/all" | med)
 u=$(awk '{ print $12 }' "$tmp/all" | med)
+f=$(awk '{ print $15 }' "$tmp/all" | med)
 echo "# medians over $REPS runs (load at end $(cut -d' ' -f1-3 /proc/loadavg)):" \
 	"libsib $s us, verbs $v us (libsib adds" \
 	"$(awk -v s="$s" -v v="$v" 'BEGIN { printf "%.2f", s - v }') us), ucx $u us" \
-	"(libsib/ucx $(awk -v s="$s" -v u="$u" 'BEGIN { if (u > 0) printf "%.2f", s / u; else print "n/a" }'))"
+	"(libsib/ucx $(awk -v s="$s" -v u="$u" 'BEGIN { if (u > 0) printf "%.2f", s / u; else print "n/a" }'))," \
+	"floor $f us"

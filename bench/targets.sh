@@ -281,6 +281,15 @@ parse_13() {
 
 # ---- the table ------------------------------------------------------------
 
+# The shared-memory floor sib_vs_verbs.sh measured beside libsib and UCX:
+# the state the machine was in for the one-host rows (docs/benchmarks.md).
+floor_note() {
+	local f
+	f=$(last '^# medians over' 's/.*, floor ([^ ]*) us$/\1/' "$DIR/sib_vs_verbs.txt")
+	num "$f" && echo "one-host floor (a cache line each way, sib_vs_verbs.sh): $f us"
+	return 0
+}
+
 table() {
 	DIR=$1
 	local i
@@ -306,6 +315,7 @@ table() {
 		       $4, $5, $6, r, tgt, ($6 > 0 && ok(r, $7, $8)) ? "met" : "missed"
 	}'
 	sed -n '2p' "$DIR/load" 2>/dev/null
+	floor_note
 	echo "ratio: softib / anchor, the same run; latency lower is better, bandwidth and rate higher"
 	echo "detail (each script's whole output; docs/benchmarks.md explains the rows):"
 	for i in verbs_vs_floor udp_vs_raw sib_vs_verbs sib_rate_vs_ucx sib_vs_udp.lat \
