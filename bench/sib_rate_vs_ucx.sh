@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # libsib's 8-byte tagged message rate (build/bin/sib_osu rate: an
 # osu_mbw_mr-style window of sends, the receiver's window of receives,
-# a 1-byte answer per window) beside UCX's (ucx_perftest -t tag_bw -s 8,
+# a 1-byte answer per window; windows holding 10,000 messages go first,
+# untimed, as ucx_perftest's 10,000 warm-up iterations) beside UCX's
+# (ucx_perftest -t tag_bw -s 8,
 # UCX_TLS=sm,self, server and client on 127.0.0.1), two processes on one
 # host, interleaved REPS times so that the machine's load falls on both
 # alike; prints every run and the medians with issue 11's target:
