@@ -527,7 +527,6 @@ static __attribute__((unused)) void scen_heap_trim(size_t len)
 	mallopt(M_MMAP_THRESHOLD, 1 << 20);
 }
 
-/* sbrk by hand: the heap shrinks below a cached buffer, then grows back. */
 /* The break where the test left it: malloc moved nothing meanwhile. */
 static bool break_still_ours(uintptr_t want)
 {
@@ -535,16 +534,16 @@ static bool break_still_ours(uintptr_t want)
 }
 
 /*
- * The block from sbrk, shrunk away and grown back. While the test moves
- * the break itself, malloc must not: what malloc placed above the block
- * would be cut off by the shrink, and the regrown pages come back zeroed
- * under live chunks (2 runs in about 330 crashed in calloc, malloc's top
- * 4 MiB above the break). The small allocations of the transfers (the
- * cache's entries, the library's MR handles) are served from free space
- * kept below the block, with trimming off; when malloc grew the heap all
- * the same (1 run in 63), the block is left where it is, never shrunk
- * under malloc, and the scenario runs again on a new one. false: it
- * could not run.
+ * sbrk by hand: the heap shrinks below a cached buffer, then grows back.
+ * While the test moves the break itself, malloc must not: what malloc
+ * placed above the block would be cut off by the shrink, and the regrown
+ * pages come back zeroed under live chunks (2 runs in about 330 crashed
+ * in calloc, malloc's top 4 MiB above the break). The small allocations
+ * of the transfers (the cache's entries, the library's MR handles) are
+ * served from free space kept below the block, with trimming off; when
+ * malloc grew the heap all the same (1 run in 63), the block is left
+ * where it is, never shrunk under malloc, and the scenario runs again on
+ * a new one. false: it could not run.
  */
 static bool scen_sbrk_once(size_t len)
 {
